@@ -1,0 +1,17 @@
+"""ftcompile: fault-tolerant attention and linear layers behind ``torch.compile(backend="ft")``."""
+from .abft.injection import FaultSpec, inject
+from .config import FTConfig
+from .hardware import DeviceSpec
+from .telemetry import FaultDetected, reset_stats, stats
+from . import ops  # noqa: F401  (registers torch.ops.ftcompile.*)
+
+
+def register_site(name: str, kind: str, scheme: str = "auto", policy: str = "correct",
+                  c_sigma: float = 2.5, e_max_safety: float = 1.0) -> int:
+    """A site id for calling the ops directly (the backend registers its own sites)."""
+    from .telemetry import register
+    return register(name, kind, scheme, policy, c_sigma, e_max_safety)
+
+
+__all__ = ["FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "inject", "stats",
+           "reset_stats", "register_site"]

@@ -1,0 +1,337 @@
+"""Reference EFTA: end-to-end fault-tolerant flash attention (../shared/papers/efta-ft-transformer.txt).
+
+Tiled online softmax over key tiles of BC keys, all query rows at once, fp32 throughout:
+
+  GEMM-I   S = Q K_j^T with strided tensor checksums of K_j (lane g sums keys g, g+8, ...):
+           S^c1, S^c2 = Q (K_j^c1)^T, Q (K_j^c2)^T ride along as 2 x 8 extra columns.
+  max      m_new = max(m_old, rowmax(S_t)), S_t = scale * S + mask.
+  EXP      P = exp(S_t - m_new).
+  check 1  (unified, once per tile, Algorithm 1 line 13) - the GEMM-I residual of every strided
+           group against its V-ABFT threshold; the product of each group's P against the exp of
+           its argument (compared in the log domain: sum log P = sum (S_t - m), which does not
+           underflow like the raw product); the selective range restrictions of SNVR: P <= 1 and
+           m_new consistent (a rowmax fault), dead elements (masked or exp < e^-80) hold ~0.
+           Correction: a score fault is located with S^c2/S^c1 and the element recomputed (one
+           dot product), then the row's max and exp are recomputed; an exp fault is recomputed.
+  GEMM-II  O = diag(alpha) O + P V_j and the same update of the output checksums
+           O^c1, O^c2 = P V_j^c1, P V_j^c2 (strided over the head dimension), plus a ones column
+           (P 1) that duplicates the row sum on the MMA path.
+  rowsum   l = alpha l + rowsum(P).
+  check 2  (once, at the end, Algorithm 1 lines 22-29) - l must lie in
+           [sum_k exp(m_k - m_final), n_keys] (SNVR) and agree with the MMA-path row sum, else it
+           is repaired from that duplicate; after normalisation every strided group of O is
+           checked against O^c1; a single fault is located with O^c2 and corrected by
+           subtracting the residual (the paper's correction).
+Rows with no unmasked key give 0, as PyTorch's SDPA does.
+"""
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Tuple
+
+import torch
+
+from . import checksum, injection
+from .gemm import Outcome
+from .thresholds import BStats, b_stats, e_max, extrema_variance, vabft_from_stats
+
+BC = 64  # keys per tile
+DEAD = -80.0  # exp arguments below this count as zero probability (e^-80 ~ 1.8e-35)
+U32 = 2.0 ** -24
+ATTN_SAFETY = 4.0  # several dependent fp32 operations between checks (scale, mask, rescale)
+
+
+class _Counts:
+    def __init__(self):
+        self.detected = self.corrected = self.uncorrectable = 0
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor],
+              is_causal: bool, scale: Optional[float], enable_gqa: bool, *, site_name: str,
+              site_id: int, policy: str, c_sigma: float, e_max_safety: float
+              ) -> Tuple[torch.Tensor, Outcome]:
+    q32, k32, v32 = _expand_heads(q, k, v, enable_gqa)
+    *batch, sq, d = q32.shape
+    sk, dv = k32.shape[-2], v32.shape[-1]
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    bias, keep = _mask(attn_mask, is_causal, q32.shape[:-1] + (sk,), q.device)
+    finite_in = torch.isfinite(q32).all() & torch.isfinite(k32).all() & torch.isfinite(v32).all()
+
+    cls = "gpu" if q.is_cuda else "cpu"
+    e = e_max(cls, q.dtype, "fp32_acc", n=max(sk, d)) * e_max_safety * ATTN_SAFETY
+    injections = injection.pending(site_id, site_name, injection.ATTENTION_STAGES)
+    n_tiles = math.ceil(sk / BC)
+    plan = _plan(injections, n_tiles)
+    counts = _Counts()
+
+    s = checksum.STRIDE
+    lv = math.ceil(dv / s)
+    v_pad = torch.nn.functional.pad(v32, (0, lv * s - dv))
+    v_enc = checksum.encode(v_pad.view(*batch, sk, lv, s).transpose(-1, -2).unsqueeze(-1)
+                            .transpose(-1, -3)).squeeze(-3)  # [..., Sk, 2, 8]
+    o = torch.zeros(*batch, sq, lv * s, device=q.device)
+    oc = torch.zeros(*batch, sq, 2, s, device=q.device)
+    m = torch.full((*batch, sq), float("-inf"), device=q.device)
+    l = torch.zeros(*batch, sq, device=q.device)
+    l_mma = torch.zeros_like(l)
+    tile_max: List[torch.Tensor] = []
+    qa_mu, qa_var = extrema_variance(q32, -1)
+
+    for t in range(n_tiles):
+        j0, j1 = t * BC, min((t + 1) * BC, sk)
+        width = math.ceil((j1 - j0) / s) * s
+        lg = width // s
+        kt = torch.nn.functional.pad(k32[..., j0:j1, :], (0, 0, 0, width - (j1 - j0)))
+        k_groups = kt.view(*batch, lg, s, d).transpose(-2, -3)  # [..., g, l, D]
+        k_enc = checksum.encode(k_groups)  # [..., g, 2, D]
+
+        # GEMM-I with its checksum columns.
+        sc = q32 @ kt.transpose(-1, -2)  # [..., Sq, W]
+        sc_chk = torch.einsum("...qd,...gcd->...qgc", q32, k_enc)  # [..., Sq, g, 2]
+        _inject(plan, t, "score", sc, site_name)
+        kb = b_stats(kt.transpose(-1, -2), -1)  # B = K^T: stats over the tile's keys
+        t_score = vabft_from_stats(qa_mu, qa_var, lg, kb, e, c_sigma)[..., None]
+
+        live = torch.zeros(*batch, sq, width, dtype=torch.bool, device=q.device)
+        live[..., : j1 - j0] = keep[..., j0:j1]
+        bias_t = torch.zeros_like(sc)
+        bias_t[..., : j1 - j0] = bias[..., j0:j1]
+
+        m_old = m
+        st = torch.where(live, sc * scale + bias_t, torch.full_like(sc, float("-inf")))
+        m = torch.maximum(m_old, st.amax(-1))
+        _inject(plan, t, "rowmax", m, site_name)
+        p = _exp(st, m, live)
+        _inject(plan, t, "exp", p, site_name)
+
+        m, st, p = _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
+                               p, counts, policy, site_name)
+        tile_max.append(torch.where(live.any(-1), st.masked_fill(~live, float("-inf")).amax(-1),
+                                    torch.full_like(m, float("-inf"))))
+
+        alpha = torch.where(m_old == float("-inf"), torch.zeros_like(m), torch.exp(m_old - m))
+        alpha = torch.nan_to_num(alpha, nan=0.0)
+        l = alpha * l + p.sum(-1)
+        _inject(plan, t, "rowsum", l, site_name)
+        vt = torch.nn.functional.pad(v_pad[..., j0:j1, :], (0, 0, 0, width - (j1 - j0)))
+        ones = torch.ones(width, 1, device=q.device)
+        l_mma = alpha * l_mma + (p @ ones).squeeze(-1)
+        o = alpha[..., None] * o
+        if t:
+            _inject(plan, t, "rescale", o, site_name)
+        o = o + p @ vt
+        venc_t = torch.nn.functional.pad(v_enc[..., j0:j1, :, :], (0, 0, 0, 0, 0, width - (j1 - j0)))
+        oc = alpha[..., None, None] * oc + torch.einsum("...qw,...wcg->...qcg", p, venc_t)
+        _inject(plan, t, "pv", o, site_name)
+
+    l = _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name)
+    has_key = keep.any(-1)
+    denom = torch.where(has_key, l, torch.ones_like(l))[..., None]
+    o = torch.where(has_key[..., None], o / denom, torch.zeros_like(o))
+    oc = torch.where(has_key[..., None, None], oc / denom[..., None], torch.zeros_like(oc))
+
+    # Threshold of the PV check: A = normalised P (mean 1/Sk, max 1/l, min 0), B = V.
+    mu_p = torch.full_like(l, 1.0 / sk)
+    pmax = torch.where(has_key, 1.0 / l.clamp_min(1.0), torch.zeros_like(l))
+    var_p = ((pmax - mu_p) * mu_p).clamp_min(0)
+    vb = b_stats(v_pad, -1)
+    t_out = vabft_from_stats(mu_p, var_p, lv, vb, e, c_sigma)[..., None]
+    o = _check_output(o, oc, t_out, counts, policy, site_name)
+
+    if policy == "recompute" and counts.uncorrectable:
+        o = _recompute_all(q32, k32, v32, bias, keep, scale)[..., :dv].clone()
+        o = torch.nn.functional.pad(o, (0, lv * s - dv))
+    dev = q.device
+    as_t = lambda v_: torch.tensor(v_, dtype=torch.int64, device=dev)
+    outcome = Outcome(as_t(counts.detected), as_t(counts.corrected), as_t(counts.uncorrectable),
+                      (~finite_in).long())
+    return o[..., :dv].to(q.dtype).contiguous(), outcome
+
+
+def _expand_heads(q, k, v, enable_gqa):
+    hq, hk = q.shape[-3] if q.dim() >= 3 else 1, k.shape[-3] if k.dim() >= 3 else 1
+    if hq != hk:
+        if not enable_gqa or hq % hk:
+            raise ValueError(f"attention: {hq} query heads vs {hk} key/value heads needs "
+                             "enable_gqa=True and a divisible head count")
+        k = k.repeat_interleave(hq // hk, dim=-3)
+        v = v.repeat_interleave(hq // hk, dim=-3)
+    return q.float(), k.float(), v.float()
+
+
+def _mask(attn_mask, is_causal, shape, device):
+    """(additive bias [..., Sq, Sk] finite or 0, keep [..., Sq, Sk] bool)."""
+    sq, sk = shape[-2], shape[-1]
+    keep = torch.ones(shape, dtype=torch.bool, device=device)
+    bias = torch.zeros(shape, device=device)
+    if is_causal:
+        keep &= torch.ones(sq, sk, dtype=torch.bool, device=device).tril()
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            keep = keep & attn_mask.expand(shape)
+        else:
+            mf = attn_mask.float().expand(shape)
+            keep = keep & (mf != float("-inf"))
+            bias = torch.where(keep, mf, torch.zeros_like(mf))
+    return bias, keep
+
+
+def _plan(injections, n_tiles):
+    plan = {}
+    for inj in injections:
+        g = inj.generator()
+        step = inj.spec.k_step
+        if step is None:
+            lo = 1 if inj.spec.stage == "rescale" and n_tiles > 1 else 0
+            step = int(torch.randint(lo, n_tiles, (1,), generator=g))
+        plan.setdefault((min(step, n_tiles - 1), inj.spec.stage), []).append((inj, g))
+    return plan
+
+
+def _inject(plan, t, stage, tensor, site_name):
+    for inj, g in plan.get((t, stage), []):
+        index = inj.spec.index
+        if index is None:
+            index = injection.draw_index(tuple(tensor.shape), g)
+        elif stage in ("score", "exp"):  # user indices are global key positions
+            index = (*index[:-1], index[-1] - t * BC)
+        injection.apply(tensor, inj, site_name, tuple(index), spread_step=checksum.STRIDE
+                        if stage in ("score", "exp", "pv", "rescale") else 1)
+
+
+def _exp(st, m, live):
+    arg = st - m[..., None]
+    return torch.where(live & (arg >= DEAD), torch.exp(arg), torch.zeros_like(arg))
+
+
+def _groups(x: torch.Tensor) -> torch.Tensor:
+    """[..., W] -> [..., 8, W/8]: lane g holds elements g, g+8, ..."""
+    s = checksum.STRIDE
+    return x.view(*x.shape[:-1], x.shape[-1] // s, s).transpose(-1, -2)
+
+
+def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st, p, counts,
+                policy, site_name):
+    """Unified verification of GEMM-I, max and EXP for one tile; corrections in place."""
+    s = checksum.STRIDE
+    d = checksum.residuals(_groups(sc), sc_chk)
+    gemm_bad, pos = checksum.locate(_groups(sc), d, t_score.expand_as(d[..., 0]))
+
+    arg = st - m[..., None]
+    alive = live & (arg >= DEAD)
+    logp = torch.log(torch.where(alive, p, torch.ones_like(p)))
+    ref = torch.where(alive, arg, torch.zeros_like(arg))
+    t_exp = 4 * ATTN_SAFETY * U32 * _groups(torch.where(alive, 1 + arg.abs(), torch.zeros_like(arg))).sum(-1)
+    exp_bad = checksum.exceeds(_groups(logp - ref).sum(-1), t_exp)
+    dead_bad = ~(torch.where(alive, torch.zeros_like(p), p).abs() <= math.exp(DEAD))
+    exp_bad |= _groups(dead_bad).any(-1)
+    m_check = torch.maximum(m_old, st.amax(-1))
+    rowmax_bad = ~(m == m_check)
+
+    if not bool(gemm_bad.any() | exp_bad.any() | rowmax_bad.any()):
+        return m, st, p
+    n_bad = int(gemm_bad.sum() + (exp_bad & ~gemm_bad).sum() + rowmax_bad.sum())
+    counts.detected += n_bad
+    if policy == "raise":
+        from ..telemetry import FaultDetected
+        raise FaultDetected(site_name, "a fault in attention (QK^T, max or exp)")
+    if policy == "detect":
+        return m, st, p
+
+    # Score faults: recompute the located element (a dot product), recheck its group.
+    fixed_rows = rowmax_bad.clone()
+    for idx in gemm_bad.nonzero().tolist():
+        *bh, i, g = idx
+        loc = int(pos[tuple(idx)])
+        ok = False
+        if loc >= 0:
+            j = g + s * loc
+            sc[(*bh, i, j)] = q32[(*bh, i)] @ kt[(*bh, j)]
+            r = checksum.residuals(_groups(sc[(*bh, i)])[g][None], sc_chk[(*bh, i, g)][None])[0]
+            ok = not bool(checksum.exceeds(r[0], t_score[(*bh, i, 0)]))
+        if ok:
+            counts.corrected += 1
+        else:
+            counts.uncorrectable += 1
+            if policy == "recompute":
+                sc[(*bh, i)] = q32[(*bh, i)] @ kt[(*bh,)].transpose(-1, -2)
+        fixed_rows[(*bh, i)] = True
+    # Rows whose scores or max changed: recompute the max and the exponentials of the row.
+    st = torch.where(fixed_rows[..., None] & live, sc * scale + bias_t, st)
+    m = torch.where(fixed_rows, torch.maximum(m_old, st.amax(-1)), m)
+    p_new = _exp(st, m, live)
+    p = torch.where(fixed_rows[..., None], p_new, p)
+    counts.corrected += int(rowmax_bad.sum())
+    # Exp faults alone: recompute that group's exponentials.
+    only_exp = exp_bad & ~gemm_bad & ~fixed_rows[..., None]
+    if bool(only_exp.any()):
+        lanes = only_exp[..., None].expand(*only_exp.shape, p.shape[-1] // s)
+        p = torch.where(lanes.transpose(-1, -2).reshape(p.shape), p_new, p)
+        counts.corrected += int(only_exp.sum())
+    return m, st, p
+
+
+def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
+    """SNVR range restriction on the row sum, plus agreement with the MMA-path duplicate."""
+    lower = sum(torch.exp(tm - m).nan_to_num(0.0) for tm in tile_max)
+    upper = keep.sum(-1).float()
+    has_key = upper > 0
+    tol = 256 * U32
+    in_range = lambda x: (x >= lower * (1 - tol)) & (x <= upper * (1 + tol))
+    agree = (l - l_mma).abs() <= tol * l_mma.abs()
+    bad = has_key & ~(in_range(l) & agree)
+    if not bool(bad.any()):
+        return l
+    counts.detected += int(bad.sum())
+    if policy == "raise":
+        from ..telemetry import FaultDetected
+        raise FaultDetected(site_name, "a row-sum fault in attention")
+    if policy == "detect":
+        return l
+    repairable = bad & in_range(l_mma)
+    counts.corrected += int(repairable.sum())
+    counts.uncorrectable += int((bad & ~repairable).sum())
+    return torch.where(repairable, l_mma, l)
+
+
+def _check_output(o, oc, t_out, counts, policy, site_name):
+    """Final check of GEMM-II + rescale + normalisation on every strided group of O."""
+    groups = _groups(o)  # [..., Sq, 8, Lv]
+    d = checksum.residuals(groups, oc.transpose(-1, -2))
+    bad, pos = checksum.locate(groups, d, t_out.expand_as(d[..., 0]))
+    if not bool(bad.any()):
+        return o
+    counts.detected += int(bad.sum())
+    if policy == "raise":
+        from ..telemetry import FaultDetected
+        raise FaultDetected(site_name, "a fault in attention (PV, rescale or normalisation)")
+    if policy == "detect":
+        return o
+    lv = groups.shape[-1]
+    for idx in bad.nonzero().tolist():
+        *rows, g = idx
+        rows = tuple(rows)
+        loc = int(pos[tuple(idx)])
+        ok = False
+        if loc >= 0:
+            group = _groups(o[rows])[g]
+            others = torch.cat([group[:loc], group[loc + 1:]]).sum()
+            # The paper's correction (subtract the residual), written so that a NaN/Inf element
+            # is rebuilt from its checksum as well.
+            o[rows + (g + checksum.STRIDE * loc,)] = oc[rows + (0, g)] - others
+            r = checksum.residuals(_groups(o[rows])[g][None], oc[rows][:, g][None])[0]
+            threshold = t_out[rows][0]
+            ok = not bool(checksum.exceeds(r[0], threshold) | checksum.exceeds(r[1], lv * threshold))
+        if ok:
+            counts.corrected += 1
+        else:
+            counts.uncorrectable += 1
+    return o
+
+
+def _recompute_all(q32, k32, v32, bias, keep, scale):
+    """Plain recomputation (policy "recompute" after an uncorrectable fault)."""
+    st = torch.where(keep, q32 @ k32.transpose(-1, -2) * scale + bias, torch.full_like(bias, float("-inf")))
+    has_key = keep.any(-1, keepdim=True)
+    p = torch.softmax(torch.where(has_key, st, torch.zeros_like(st)), -1) * has_key
+    return p @ v32

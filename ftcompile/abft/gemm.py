@@ -1,0 +1,239 @@
+"""Reference fault-tolerant GEMMs for y = x W^T (+ b): the algorithms the CUDA kernels implement.
+
+global  offline checksums of W (plain and position-weighted sums over its N rows, computed once
+        per weight and cached) give the expected row sums of y from one extra GEMV per row;
+        the output summation is compared on fp32 accumulators (bias included) against a
+        V-ABFT threshold per row.
+thread  one-sided thread-level ABFT: the checksums of W are built online, per 64-column tile, as
+        strided tensor checksums (elements n, n+8, ..., n+56 of the tile: the registers one thread
+        holds in the MMA layout), so each (row, tile, lane) group of 8 outputs is checked.
+
+Both locate a single fault per group with the weighted checksum, correct it by recomputing the
+located element (exact, unlike subtracting the residual), and recheck; a group that still fails
+is uncorrectable (more than one fault) and, under policy "recompute", recomputed whole.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import checksum, injection
+from .thresholds import BStats, b_stats, e_max, extrema_variance, vabft_from_stats
+
+K_TILE = 64  # k-step of the accumulator (what FaultSpec.k_step counts)
+N_TILE = 64  # output tile width of the thread-level scheme
+
+
+@dataclass
+class Outcome:
+    """Per-call verification result, as 0-d tensors (no host sync needed to record them)."""
+    detected: torch.Tensor
+    corrected: torch.Tensor
+    uncorrectable: torch.Tensor
+    nonfinite_inputs: torch.Tensor
+
+
+@dataclass
+class WeightChecksums:
+    sums: torch.Tensor  # [WB, 2, K] fp32: sum_n W[n], sum_n (n+1) W[n]
+    stats: BStats  # of B = W^T, per weight batch
+    finite: torch.Tensor  # 0-d bool: W holds no NaN/Inf
+
+
+_weight_cache: Dict[int, Tuple[int, int, WeightChecksums]] = {}
+
+
+def weight_checksums(weight: torch.Tensor) -> WeightChecksums:
+    """Offline encoding of W, cached per weight tensor and recomputed if W changes in place."""
+    key = id(weight)
+    stamp = (weight._version, weight.data_ptr())
+    hit = _weight_cache.get(key)
+    if hit is not None and hit[:2] == stamp:
+        return hit[2]
+    w3 = _as_batched(weight)
+    with torch.no_grad():
+        # fp64 sums: offline work, so make the reference checksums as exact as they can be.
+        sums = checksum.encode(w3.double()).float()
+        stats = b_stats(w3.transpose(-1, -2), -1)
+        finite = torch.isfinite(w3).all()
+    enc = WeightChecksums(sums, stats, finite)
+    if key not in _weight_cache:
+        weakref.finalize(weight, _weight_cache.pop, key, None)
+    _weight_cache[key] = (*stamp, enc)
+    return enc
+
+
+def _as_batched(weight: torch.Tensor) -> torch.Tensor:
+    return weight.reshape(-1, weight.shape[-2], weight.shape[-1])
+
+
+def _accumulate(x3: torch.Tensor, w3: torch.Tensor, bias: Optional[torch.Tensor],
+                injections: List[injection.Injection], site_name: str, spread: int) -> torch.Tensor:
+    """fp32 accumulator of x W^T + b, k-tile by k-tile where an accumulator fault is pending.
+
+    ``spread``: column distance between the faults of one spec with count > 1, so that they
+    fall in one check group (1 for whole-row checks, the stride for strided checks)."""
+    k = x3.shape[-1]
+    xf, wf = x3.float(), w3.float()
+    acc_specs = [inj for inj in injections if inj.spec.stage == "accumulator"]
+    if not acc_specs:
+        acc = xf @ wf.transpose(-1, -2)
+    else:
+        n_steps = math.ceil(k / K_TILE)
+        plan = {}
+        for inj in acc_specs:
+            g = inj.generator()
+            step = inj.spec.k_step if inj.spec.k_step is not None else int(
+                torch.randint(0, n_steps, (1,), generator=g))
+            plan.setdefault(min(step, n_steps - 1), []).append((inj, g))
+        acc = torch.zeros(x3.shape[0], x3.shape[1], w3.shape[1], dtype=torch.float32,
+                          device=x3.device)
+        for step in range(n_steps):
+            sl = slice(step * K_TILE, (step + 1) * K_TILE)
+            acc += xf[..., sl] @ wf[..., sl].transpose(-1, -2)
+            for inj, g in plan.get(step, []):
+                _inject_2d(acc, inj, g, site_name, spread)
+    if bias is not None:
+        acc = acc + bias.float()
+    for inj in injections:
+        if inj.spec.stage == "output":
+            _inject_2d(acc, inj, inj.generator(), site_name, spread)
+    return acc
+
+
+def _inject_2d(acc: torch.Tensor, inj, g, site_name: str, spread_step: int) -> None:
+    """Inject into acc [WB, M, N] at spec.index (row, col) of the flattened 2-D output."""
+    wb, m, n = acc.shape
+    flat = acc.view(wb * m, n)
+    index = inj.spec.index if inj.spec.index is not None else injection.draw_index((wb * m, n), g)
+    injection.apply(flat, inj, site_name, tuple(index), spread_step=spread_step)
+
+
+def _recompute(x3, w3, bias, b: int, i: int, j: Optional[int] = None) -> torch.Tensor:
+    """One element (or one row) of x W^T + b, recomputed in fp32."""
+    wrow = w3[b].float() if j is None else w3[b, j].float()
+    out = wrow @ x3[b, i].float() if j is not None else x3[b, i].float() @ wrow.transpose(0, 1)
+    if bias is not None:
+        out = out + (bias.float() if j is None else bias[j].float())
+    return out
+
+
+def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor],
+            col_of: Callable[[int, int], int], checks: torch.Tensor, threshold: torch.Tensor,
+            valid_rows: torch.Tensor, x3, w3, bias, policy: str) -> Outcome:
+    """Verify every group, correct single faults, recheck, apply the policy. acc is [WB, M, N]."""
+    groups = group_view(acc)  # [WB, M, G, L]
+    d = checksum.residuals(groups, checks)
+    detected, pos = checksum.locate(groups, d, threshold)
+    detected &= valid_rows[..., None]
+    zero = torch.zeros((), dtype=torch.int64, device=acc.device)
+    n_detected = detected.sum()
+    if policy == "detect" or policy == "raise" or not bool(detected.any()):
+        return Outcome(n_detected, zero, zero, zero)
+
+    corrected = uncorrectable = 0
+    for b, i, gi in detected.nonzero().tolist():
+        p = int(pos[b, i, gi])
+        ok = False
+        if p >= 0:
+            j = col_of(gi, p)
+            acc[b, i, j] = _recompute(x3, w3, bias, b, i, j)
+            regroup = group_view(acc)[b, i, gi]
+            d2 = checksum.residuals(regroup[None], checks[b, i, gi][None])[0]
+            ok = not bool(checksum.exceeds(d2[0], threshold[b, i, gi]))
+        if ok:
+            corrected += 1
+        else:
+            uncorrectable += 1
+            if policy == "recompute":
+                acc[b, i] = _recompute(x3, w3, bias, b, i)
+    as_t = lambda v: torch.tensor(v, dtype=torch.int64, device=acc.device)
+    return Outcome(n_detected, as_t(corrected), as_t(uncorrectable), zero)
+
+
+def _prepare(x: torch.Tensor, weight: torch.Tensor):
+    w3 = _as_batched(weight)
+    wb, n, k = w3.shape
+    if x.shape[-1] != k:
+        raise ValueError(f"linear: x has {x.shape[-1]} features, weight expects {k}")
+    x3 = x.reshape(wb, -1, k)
+    row_finite = torch.isfinite(x3).all(-1)
+    return x3, w3, row_finite
+
+
+def _e(x: torch.Tensor, n: int, k: int, e_max_safety: float) -> float:
+    cls = "gpu" if x.is_cuda else "cpu"
+    return e_max(cls, x.dtype, "fp32_acc", n=max(n, k)) * e_max_safety
+
+
+def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
+                  c_sigma: float, e_max_safety: float) -> Tuple[torch.Tensor, Outcome]:
+    x3, w3, row_finite = _prepare(x, weight)
+    wb, n, k = w3.shape
+    enc = weight_checksums(weight)
+    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
+    acc = _accumulate(x3, w3, bias, injections, site_name, spread=1)
+
+    checks = x3.float() @ enc.sums.transpose(-1, -2)  # [WB, M, 2]
+    if bias is not None:
+        checks = checks + checksum.encode(bias.float()[:, None]).squeeze(-1)
+    mu_a, var_a = extrema_variance(x3, -1)
+    threshold = vabft_from_stats(mu_a, var_a, n, enc.stats, _e(x, n, k, e_max_safety), c_sigma)
+    if bias is not None:
+        threshold = threshold + _e(x, n, k, e_max_safety) * bias.float().abs().sum()
+    valid = row_finite & enc.finite
+    outcome = _finish(acc, lambda a: a[:, :, None, :], lambda g, p: p, checks[:, :, None, :],
+                      threshold[:, :, None], valid, x3, w3, bias, policy)
+    outcome.nonfinite_inputs = (~valid).any().long()
+    return _output(acc, x, n), outcome
+
+
+def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
+                  c_sigma: float, e_max_safety: float) -> Tuple[torch.Tensor, Outcome]:
+    x3, w3, row_finite = _prepare(x, weight)
+    wb, n, k = w3.shape
+    tiles = math.ceil(n / N_TILE)
+    s = checksum.STRIDE
+    lanes = N_TILE // s
+    # Online strided encoding of each 64-row tile of W: lane g sums rows g, g+8, ..., g+56.
+    w_pad = torch.nn.functional.pad(w3.float(), (0, 0, 0, tiles * N_TILE - n))
+    w_groups = w_pad.view(wb, tiles, lanes, s, k).transpose(2, 3)  # [WB, T, g, l, K]
+    enc = checksum.encode(w_groups)  # [WB, T, g, 2, K]
+    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
+    acc = _accumulate(x3, w3, bias, injections, site_name, spread=s)
+
+    checks = torch.einsum("bmk,btgck->bmtgc", x3.float(), enc)  # [WB, M, T, g, 2]
+    if bias is not None:
+        b_pad = torch.nn.functional.pad(bias.float(), (0, tiles * N_TILE - n))
+        checks = checks + checksum.encode(b_pad.view(tiles, lanes, s).transpose(1, 2)[..., None]
+                                          ).squeeze(-1)
+    checks = checks.reshape(wb, -1, tiles * s, 2)
+
+    def group_view(a: torch.Tensor) -> torch.Tensor:
+        a_pad = torch.nn.functional.pad(a, (0, tiles * N_TILE - n))
+        return a_pad.view(wb, -1, tiles, lanes, s).transpose(3, 4).reshape(wb, -1, tiles * s, lanes)
+
+    def col_of(gi: int, p: int) -> int:
+        t, g = divmod(gi, s)
+        return t * N_TILE + g + s * p
+
+    mu_a, var_a = extrema_variance(x3, -1)
+    stats = b_stats(w3.transpose(-1, -2), -1)
+    e = _e(x, lanes, k, e_max_safety)
+    threshold = vabft_from_stats(mu_a, var_a, lanes, stats, e, c_sigma)
+    if bias is not None:
+        threshold = threshold + e * bias.float().abs().max() * lanes
+    valid = row_finite & torch.isfinite(w3).all()
+    outcome = _finish(acc, group_view, col_of, checks, threshold[..., None].expand(-1, -1, tiles * s),
+                      valid, x3, w3, bias, policy)
+    outcome.nonfinite_inputs = (~valid).any().long()
+    return _output(acc, x, n), outcome
+
+
+def _output(acc: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:
+    """Round the verified fp32 accumulator to the input dtype, in x's leading shape."""
+    return acc.to(x.dtype).reshape(*x.shape[:-1], n)

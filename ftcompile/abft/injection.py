@@ -1,0 +1,162 @@
+"""Fault injection: one FaultSpec understood by the CPU reference ops and the CUDA kernels alike.
+
+    with ftcompile.inject(FaultSpec(site="transformer.h.0.mlp.c_fc", stage="accumulator", bit=27)):
+        model(x)
+
+Zero cost when off: ops test one module-level list. Sites are matched by qualified name, glob or
+site id; what was injected is logged on the context (``ctx.events``) for campaigns.
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator, List, Optional, Tuple, Union
+
+import torch
+
+GEMM_STAGES = ("accumulator", "output")
+ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale")
+STAGES = GEMM_STAGES + ATTENTION_STAGES
+FORMATS = {"fp32": (torch.float32, torch.int32, 32), "bf16": (torch.bfloat16, torch.int16, 16),
+           "fp16": (torch.float16, torch.int16, 16)}
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """What to corrupt, where and how.
+
+    site     qualified module name, a glob over names, or a site id.
+    stage    GEMM: "accumulator" (fp32 accumulator element after k-step ``k_step``) or "output"
+             (final fp32 accumulator, before verification and rounding). Attention: "score"
+             (QK^T element), "exp" (softmax numerator), "rowmax", "rowsum", "pv" (output
+             accumulator after a tile's PV), "rescale" (output element after the online rescale).
+    index    element index in the stage's tensor (GEMM: (row, col) of the 2-D output; attention:
+             (b, h, i, j) for score/exp, (b, h, i) for rowmax/rowsum, (b, h, i, d) for pv/rescale);
+             None: drawn from ``seed``.
+    k_step   k-tile (GEMM) or key tile (attention) at which to inject; None: drawn from ``seed``.
+    bit      flip this bit of the value's encoding in format ``fmt``; or
+    value    add this number. Neither: add 10.0.
+    fmt      "fp32" (accumulator encoding) or "bf16"/"fp16" (the output format).
+    count    faults in one check interval (same row; for strided checks the same group): more than
+             one is beyond the single-event-upset model and must be reported uncorrectable.
+    calls    inject into at most this many calls of the site (None: every call).
+    """
+
+    site: Union[str, int]
+    stage: str = "accumulator"
+    index: Optional[Tuple[int, ...]] = None
+    k_step: Optional[int] = None
+    bit: Optional[int] = None
+    value: Optional[float] = None
+    fmt: str = "fp32"
+    count: int = 1
+    seed: int = 0
+    calls: Optional[int] = None
+
+    def __post_init__(self):
+        if self.stage not in STAGES:
+            raise ValueError(f"FaultSpec.stage must be one of {STAGES}, got {self.stage!r}")
+        if self.fmt not in FORMATS:
+            raise ValueError(f"FaultSpec.fmt must be one of {tuple(FORMATS)}, got {self.fmt!r}")
+        if self.bit is not None and not 0 <= self.bit < FORMATS[self.fmt][2]:
+            raise ValueError(f"bit {self.bit} out of range for {self.fmt}")
+        if self.bit is not None and self.value is not None:
+            raise ValueError("give a FaultSpec either bit or value, not both")
+        if self.count < 1:
+            raise ValueError("FaultSpec.count must be >= 1")
+
+    def matches(self, site_id: int, site_name: str) -> bool:
+        if isinstance(self.site, int):
+            return self.site == site_id
+        return self.site == site_name or fnmatch.fnmatchcase(site_name, self.site)
+
+
+@dataclass
+class Event:
+    site: str
+    stage: str
+    index: Tuple[int, ...]
+    before: float
+    after: float
+
+
+@dataclass
+class Injection:
+    spec: FaultSpec
+    calls_seen: int = 0
+    events: List[Event] = field(default_factory=list)
+
+    def generator(self) -> torch.Generator:
+        g = torch.Generator()
+        g.manual_seed(self.spec.seed * 1_000_003 + self.calls_seen)
+        return g
+
+
+_ACTIVE: List[Injection] = []
+_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def inject(*specs: FaultSpec) -> Iterator[Injection]:
+    """Activate fault specs for the block; yields the (first) Injection with its event log."""
+    if not specs:
+        raise ValueError("inject() needs at least one FaultSpec")
+    injections = [Injection(s) for s in specs]
+    with _lock:
+        _ACTIVE.extend(injections)
+    try:
+        yield injections[0] if len(injections) == 1 else injections
+    finally:
+        with _lock:
+            for inj in injections:
+                _ACTIVE.remove(inj)
+
+
+def pending(site_id: int, site_name: str, stages: Tuple[str, ...]) -> List[Injection]:
+    """Injections that apply to this call of a site (and count the call against ``calls``).
+
+    Each op calls this once per invocation; returns [] at the cost of one list test when off."""
+    if not _ACTIVE:
+        return []
+    out = []
+    for inj in list(_ACTIVE):
+        spec = inj.spec
+        if spec.stage in stages and spec.matches(site_id, site_name):
+            if spec.calls is None or inj.calls_seen < spec.calls:
+                out.append(inj)
+                inj.calls_seen += 1
+    return out
+
+
+def corrupt(value: torch.Tensor, spec: FaultSpec) -> torch.Tensor:
+    """The faulty version of fp32 scalar tensor(s) ``value`` under ``spec``."""
+    if spec.bit is None:
+        return value + (10.0 if spec.value is None else spec.value)
+    dtype, itype, width = FORMATS[spec.fmt]
+    bits = value.to(dtype).view(itype)
+    # The sign bit as a signed integer of the format's width.
+    mask = -(1 << (width - 1)) if spec.bit == width - 1 else 1 << spec.bit
+    return (bits ^ mask).view(dtype).float()
+
+
+def draw_index(shape: Tuple[int, ...], g: torch.Generator) -> Tuple[int, ...]:
+    return tuple(int(torch.randint(0, max(int(s), 1), (1,), generator=g)) for s in shape)
+
+
+def apply(t: torch.Tensor, inj: Injection, site_name: str, index: Tuple[int, ...],
+          extra: int = 0, spread_dim: int = -1, spread_step: int = 1) -> None:
+    """Corrupt t[index] in place (and ``count - 1`` further elements of the same check interval,
+    ``spread_step`` apart along ``spread_dim``), logging each event."""
+    spec = inj.spec
+    for c in range(spec.count):
+        idx = list(index)
+        if c:
+            size = t.shape[spread_dim]
+            idx[spread_dim] = (idx[spread_dim] + c * spread_step) % size
+        idx = tuple(idx)
+        before = t[idx].float().clone()
+        after = corrupt(before, spec)
+        t[idx] = after.to(t.dtype)
+        inj.events.append(Event(site_name, spec.stage, idx, float(before), float(after)))

@@ -1,0 +1,46 @@
+"""CUDA kernels for the protected ops: lazy build of csrc/ and dispatch to them.
+
+``kernel_for(op, *tensors)`` returns a callable when a compiled kernel supports the call (CUDA
+tensors, dtype, shapes, an sm_90 device), else None and the op runs the reference algorithm on
+the tensors' device. The extension is built once per process with torch.utils.cpp_extension and
+ninja into TORCH_EXTENSIONS_DIR; a failed build is reported once and the reference path is used.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Callable, Dict, Optional
+
+import torch
+
+# op name -> (supports(*tensors) -> bool, kernel). Filled by ftcompile.ops.kernels on load.
+_KERNELS: Dict[str, tuple] = {}
+
+
+def register(op: str, supports: Callable[..., bool], kernel: Callable) -> None:
+    _KERNELS[op] = (supports, kernel)
+
+
+@functools.lru_cache(maxsize=None)
+def _load() -> bool:
+    """Build and import the CUDA kernels; False (with one warning) where that is impossible."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        from . import kernels  # noqa: F401  (registers into _KERNELS)
+    except ImportError:
+        return False
+    except Exception as exc:  # a compiler error must not make the model fail: say it once
+        warnings.warn(f"ftcompile: CUDA kernels unavailable ({exc}); using the reference ops")
+        return False
+    return True
+
+
+def kernel_for(op: str, *tensors) -> Optional[Callable]:
+    first = tensors[0]
+    if not first.is_cuda or not _load():
+        return None
+    entry = _KERNELS.get(op)
+    if entry is None or not entry[0](*tensors):
+        return None
+    return entry[1]

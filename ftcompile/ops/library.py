@@ -1,0 +1,155 @@
+"""The protected ops (namespace ``ftcompile``), their fake impls and the reference dispatch.
+
+  ftcompile::linear_global(x, weight, bias, site) -> y     global ABFT, offline W checksums
+  ftcompile::linear_thread(x, weight, bias, site) -> y     one-sided thread-level strided ABFT
+  ftcompile::attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, site) -> o   EFTA
+
+``weight`` is [N, K] (or a batch [B, N, K] for bmm-style products) with any strides: y = x W^T + b.
+``site`` is an id from :func:`ftcompile.telemetry.register`; it selects the policy, the threshold
+parameters and the counter row. Outputs are fresh contiguous tensors in the input dtype.
+
+Every device runs the reference algorithm (ftcompile.abft) unless a CUDA kernel is registered
+for the op in :mod:`ftcompile.ops.cuda` and accepts the call.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import telemetry
+from ..abft import efta, gemm
+from . import cuda
+
+NEEDS_CONTIGUOUS = (torch.Tag.needs_contiguous_strides,)
+
+
+def _record(site_id: int, device: torch.device, outcome: gemm.Outcome, site: telemetry.Site) -> None:
+    telemetry.bump(site_id, device, checks=1, detected=outcome.detected,
+                   corrected=outcome.corrected, uncorrectable=outcome.uncorrectable,
+                   nonfinite_inputs=outcome.nonfinite_inputs)
+    if site.policy == "raise" and bool(outcome.detected):
+        raise telemetry.FaultDetected(site.name)
+
+
+def _site_kwargs(site: telemetry.Site) -> dict:
+    return dict(site_name=site.name, site_id=site.id, policy=site.policy, c_sigma=site.c_sigma,
+                e_max_safety=site.e_max_safety)
+
+
+def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"ftcompile linear: unsupported dtype {x.dtype} (fp32, fp16, bf16)")
+    if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        raise TypeError(f"ftcompile linear: x, weight and bias must share a dtype, got "
+                        f"{x.dtype}, {weight.dtype}, {None if bias is None else bias.dtype}")
+    if weight.dim() not in (2, 3):
+        raise ValueError(f"ftcompile linear: weight must be [N, K] or [B, N, K], got {tuple(weight.shape)}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[-2]):
+        raise ValueError(f"ftcompile linear: bias must be [N={weight.shape[-2]}], got {tuple(bias.shape)}")
+
+
+def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site_id: int) -> Tensor:
+    _check_linear_args(x, weight, bias)
+    site = telemetry.site(site_id)
+    kernel = cuda.kernel_for(scheme, x, weight, bias)
+    if kernel is not None:
+        return kernel(x, weight, bias, site)
+    reference = gemm.linear_global if scheme == "linear_global" else gemm.linear_thread
+    with torch.no_grad():
+        y, outcome = reference(x, weight, bias, **_site_kwargs(site))
+    _record(site_id, x.device, outcome, site)
+    return y
+
+
+@torch.library.custom_op("ftcompile::linear_global", mutates_args=(), tags=NEEDS_CONTIGUOUS)
+def linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int) -> Tensor:
+    return _linear("linear_global", x, weight, bias, site)
+
+
+@torch.library.custom_op("ftcompile::linear_thread", mutates_args=(), tags=NEEDS_CONTIGUOUS)
+def linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int) -> Tensor:
+    return _linear("linear_thread", x, weight, bias, site)
+
+
+def _linear_fake(x, weight, bias, site):
+    return x.new_empty(*x.shape[:-1], weight.shape[-2])
+
+
+linear_global.register_fake(_linear_fake)
+linear_thread.register_fake(_linear_fake)
+
+
+@torch.library.custom_op("ftcompile::attention", mutates_args=(), tags=NEEDS_CONTIGUOUS)
+def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
+              scale: Optional[float], enable_gqa: bool, site: int) -> Tensor:
+    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"ftcompile attention: unsupported dtype {q.dtype} (fp32, fp16, bf16)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError("ftcompile attention: q, k and v must share a dtype")
+    if q.dim() < 2 or k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"ftcompile attention: incompatible shapes q{tuple(q.shape)} "
+                         f"k{tuple(k.shape)} v{tuple(v.shape)}")
+    s = telemetry.site(site)
+    kernel = cuda.kernel_for("attention", q, k, v)
+    if kernel is not None:
+        return kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, s)
+    with torch.no_grad():
+        out, outcome = efta.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa,
+                                      **_site_kwargs(s))
+    _record(site, q.device, outcome, s)
+    return out
+
+
+@attention.register_fake
+def _attention_fake(q, k, v, attn_mask, is_causal, scale, enable_gqa, site):
+    return q.new_empty(*q.shape[:-1], v.shape[-1])
+
+
+# Autograd: the forward is protected; the backward is the plain (unprotected) derivative, so a
+# model compiled in training mode still trains. Inference is what the ABFT schemes target.
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias, _ = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+
+
+def _linear_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    if weight.dim() == 2:
+        gx = grad @ weight
+        gw = grad.reshape(-1, grad.shape[-1]).transpose(0, 1) @ x.reshape(-1, x.shape[-1])
+        gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
+    else:
+        gx = (grad.reshape(weight.shape[0], -1, grad.shape[-1]) @ weight).reshape(x.shape)
+        gw = grad.reshape(weight.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ x.reshape(
+            weight.shape[0], -1, x.shape[-1])
+        gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
+    return gx, gw, gb, None
+
+
+for _op in (linear_global, linear_thread):
+    _op.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, attn_mask, is_causal, scale, enable_gqa, _ = inputs
+    ctx.save_for_backward(q, k, v, attn_mask if attn_mask is not None else None)
+    ctx.has_mask = attn_mask is not None
+    ctx.is_causal, ctx.scale, ctx.enable_gqa = is_causal, scale, enable_gqa
+
+
+def _attention_backward(ctx, grad):
+    q, k, v, mask = ctx.saved_tensors
+    with torch.enable_grad():
+        qd, kd, vd = (t.detach().requires_grad_() for t in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(
+            qd, kd, vd, attn_mask=mask if ctx.has_mask else None, is_causal=ctx.is_causal,
+            scale=ctx.scale, enable_gqa=ctx.enable_gqa)
+        gq, gk, gv = torch.autograd.grad(out, (qd, kd, vd), grad)
+    return gq, gk, gv, None, None, None, None, None
+
+
+attention.register_autograd(_attention_backward, setup_context=_attention_setup)
