@@ -4,6 +4,8 @@ from .config import FTConfig
 from .hardware import DeviceSpec
 from .telemetry import FaultDetected, reset_stats, stats
 from . import ops  # noqa: F401  (registers torch.ops.ftcompile.*)
+from .explain import explain
+from .report import FTReport
 
 
 def register_site(name: str, kind: str, scheme: str = "auto", policy: str = "correct",
@@ -13,5 +15,5 @@ def register_site(name: str, kind: str, scheme: str = "auto", policy: str = "cor
     return register(name, kind, scheme, policy, c_sigma, e_max_safety)
 
 
-__all__ = ["FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "inject", "stats",
+__all__ = ["explain", "FTReport", "FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "inject", "stats",
            "reset_stats", "register_site"]

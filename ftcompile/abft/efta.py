@@ -42,7 +42,10 @@ ATTN_SAFETY = 4.0  # several dependent fp32 operations between checks (scale, ma
 
 
 class _Counts:
-    def __init__(self):
+    def __init__(self, checking: bool):
+        # Non-finite inputs poison every check of their rows: they are reported as inputs and
+        # the output is what plain attention gives (NaN propagates), not flagged as faults.
+        self.checking = checking
         self.detected = self.corrected = self.uncorrectable = 0
 
 
@@ -62,7 +65,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     injections = injection.pending(site_id, site_name, injection.ATTENTION_STAGES)
     n_tiles = math.ceil(sk / BC)
     plan = _plan(injections, n_tiles)
-    counts = _Counts()
+    counts = _Counts(checking=bool(finite_in))
 
     s = checksum.STRIDE
     lv = math.ceil(dv / s)
@@ -104,8 +107,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         p = _exp(st, m, live)
         _inject(plan, t, "exp", p, site_name)
 
-        m, st, p = _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
-                               p, counts, policy, site_name)
+        if counts.checking:
+            m, st, p = _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
+                                   p, counts, policy, site_name)
         tile_max.append(torch.where(live.any(-1), st.masked_fill(~live, float("-inf")).amax(-1),
                                     torch.full_like(m, float("-inf"))))
 
@@ -124,7 +128,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         oc = alpha[..., None, None] * oc + torch.einsum("...qw,...wcg->...qcg", p, venc_t)
         _inject(plan, t, "pv", o, site_name)
 
-    l = _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name)
+    if counts.checking:
+        l = _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name)
     has_key = keep.any(-1)
     denom = torch.where(has_key, l, torch.ones_like(l))[..., None]
     o = torch.where(has_key[..., None], o / denom, torch.zeros_like(o))
@@ -136,7 +141,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     var_p = ((pmax - mu_p) * mu_p).clamp_min(0)
     vb = b_stats(v_pad, -1)
     t_out = vabft_from_stats(mu_p, var_p, lv, vb, e, c_sigma)[..., None]
-    o = _check_output(o, oc, t_out, counts, policy, site_name)
+    if counts.checking:
+        o = _check_output(o, oc, t_out, counts, policy, site_name)
 
     if policy == "recompute" and counts.uncorrectable:
         o = _recompute_all(q32, k32, v32, bias, keep, scale)[..., :dv].clone()

@@ -44,15 +44,19 @@ class WeightChecksums:
     finite: torch.Tensor  # 0-d bool: W holds no NaN/Inf
 
 
-_weight_cache: Dict[int, Tuple[int, int, WeightChecksums]] = {}
+_weight_cache: Dict[tuple, Tuple[weakref.ref, int, WeightChecksums]] = {}
 
 
 def weight_checksums(weight: torch.Tensor) -> WeightChecksums:
-    """Offline encoding of W, cached per weight tensor and recomputed if W changes in place."""
-    key = id(weight)
-    stamp = (weight._version, weight.data_ptr())
+    """Offline encoding of W, cached per weight and recomputed if W changes in place.
+
+    The key is the view (base tensor, offset, shape, strides), so the transposed view that a
+    compiled graph makes of an HF Conv1D weight on every call still hits the cache."""
+    base = weight._base if weight._base is not None else weight
+    key = (id(base), weight.storage_offset(), tuple(weight.shape), tuple(weight.stride()),
+           weight.dtype, weight.device)
     hit = _weight_cache.get(key)
-    if hit is not None and hit[:2] == stamp:
+    if hit is not None and hit[0]() is base and hit[1] == weight._version:
         return hit[2]
     w3 = _as_batched(weight)
     with torch.no_grad():
@@ -61,9 +65,9 @@ def weight_checksums(weight: torch.Tensor) -> WeightChecksums:
         stats = b_stats(w3.transpose(-1, -2), -1)
         finite = torch.isfinite(w3).all()
     enc = WeightChecksums(sums, stats, finite)
-    if key not in _weight_cache:
-        weakref.finalize(weight, _weight_cache.pop, key, None)
-    _weight_cache[key] = (*stamp, enc)
+    if hit is None:
+        weakref.finalize(base, _weight_cache.pop, key, None)
+    _weight_cache[key] = (weakref.ref(base), weight._version, enc)
     return enc
 
 

@@ -2,19 +2,29 @@
 
 For C = A @ B (A: M x K, B: K x N) the row checksum of C is compared with A @ (B 1). V-ABFT bounds
 the verification difference of row m from O(n) statistics (mean, max, min) of row m of A and of
-each row k of B (Algorithm 1 of the paper):
+each row k of B (Eq. 23 / Algorithm 1 of the paper):
 
-  T_m = e_max * ( N |mu_Am| sum_k |mu_Bk|
-                + c_s sqrt( N mu_Am^2 sum_k s_Bk^2 + N^2 s_Am^2 sum_k mu_Bk^2 )
-                + c_s sqrt(N) s_Am sqrt( sum_k s_Bk^2 ) )
+  T_m = e_max * ( N |mu_Am| sum_k |mu_Bk|                                       (bias, term 1)
+                + c_s sqrt( N mu_Am^2 sum_k s_Bk^2 + N^2 s_Am^2 sum_k mu_Bk^2 )  (terms 2 + 3)
+                + c_s sqrt(N) s_Am sqrt( sum_k s_Bk^2 ) )                        (term 4)
 
-with variances from the extrema-variance bound s^2 <= (max - mu)(mu - min). The strided variant
-(tensor checksums of EFTA and thread-level ABFT) checks groups of L elements of a row: N -> L.
+with variances from the extrema-variance bound s^2 <= (max - mu)(mu - min) (Theorem 1) and
+c_s = 2.5. The strided variant (tensor checksums of EFTA and thread-level ABFT) checks groups of
+L elements of a row: N -> L (``group=``).
 
 e_max depends on the device class, the input dtype and the accumulation path: "fp32_acc" checks
-the fp32 accumulator before output rounding (the fused kernels), "rounded" checks the output after
-rounding to the output dtype. Values come from ftcompile/data/emax.json (shipped defaults, and
-what ``python -m ftcompile.calibrate`` measured on this machine) as e_max(n) = a sqrt(n) + b.
+the fp32 accumulator before output rounding (the fused kernels and the reference ops), "rounded"
+checks the output after rounding to the output dtype (offline ABFT). It is the relative
+verification error max |E| / |checksum| on positive |N(1,1)| matrices plus 20% (section 3.6),
+stored as e_max(n) = a sqrt(n) + b in ftcompile/data/emax.json (shipped defaults) and in the
+user table that ``python -m ftcompile.calibrate`` writes for this machine.
+
+The attention checks of EFTA (ftcompile/abft/efta.py) use V-ABFT for both GEMMs (GEMM-I: A = Q,
+B = K^T over the 8-strided key groups of a tile; GEMM-II: A = the normalised P, B = V over the
+8-strided head-dimension groups) with e_max x 4 for the chain of fp32 operations between checks,
+and the selective neuron value restrictions (SNVR) elsewhere: exp via sum log P = sum (S - m)
+per group within 16 u (1 + |S - m|) per element; rowmax recomputed exactly; rowsum within
+[sum_k exp(m_k - m), n_keys] and equal (256 u) to its MMA-path duplicate.
 """
 from __future__ import annotations
 
@@ -132,10 +142,26 @@ def vabft_threshold(a: torch.Tensor, b: torch.Tensor, e: Optional[float] = None,
     return vabft_from_stats(mu_a, var_a, n, b_stats(b, -1), e, c_sigma)
 
 
-def aabft_threshold(a: torch.Tensor, b: torch.Tensor, mantissa_bits: int = 23) -> torch.Tensor:
-    """A-ABFT's 3-sigma bound for each row checksum of a @ b (Braun et al., DSN'14), with
-    y = max|A_m| * max_k |sum_j B_kj| as in the V-ABFT paper's BF16 comparison."""
+# Mantissa bits t of A-ABFT's 2^-t that reproduce the V-ABFT paper's comparison tables: Table 5
+# (FP32, y = 21 at 128: 2.23e-3) uses t = 23; Table 6 (BF16, computed y) matches t = 8.
+AABFT_MANTISSA_BITS = {torch.float32: 23, torch.bfloat16: 8, torch.float16: 11, torch.float64: 52}
+
+
+def aabft_mantissa_bits(dtype: torch.dtype) -> int:
+    return AABFT_MANTISSA_BITS[dtype]
+
+
+def aabft_threshold(a: torch.Tensor, b: torch.Tensor, mantissa_bits: int = 23,
+                    y: Optional[float] = None) -> torch.Tensor:
+    """A-ABFT's 3-sigma bound for each row checksum of a @ b (Braun et al., DSN'14; V-ABFT paper
+    Eq. 26): sigma = sqrt((n(n+1)(n+0.5) + 2n) / 24) 2^-t y, n = K.
+
+    y defaults to max|A_m| * max_k |sum_j B_kj| per row (the paper's BF16 comparison, Table 6);
+    pass y=21 for its FP32/FP64 reproduction (Tables 4-5)."""
     n = a.shape[-1]
-    y = a.float().abs().amax(-1) * b.float().sum(-1).abs().max()
-    sigma = math.sqrt((n * (n + 1) * (n + 0.5) + 2 * n) / 24.0) * 2.0 ** (-mantissa_bits) * y
+    if y is None:
+        y_t = a.float().abs().amax(-1) * b.float().sum(-1).abs().max()
+    else:
+        y_t = torch.full(a.shape[:-1], float(y), device=a.device)
+    sigma = math.sqrt((n * (n + 1) * (n + 0.5) + 2 * n) / 24.0) * 2.0 ** (-mantissa_bits) * y_t
     return 3.0 * sigma

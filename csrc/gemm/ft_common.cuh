@@ -1,0 +1,213 @@
+// Shared pieces of the protected linear kernels: the argument block (mirrored by ctypes in
+// ftcompile/ops/cuda_gemm.py), PTX wrappers (mbarrier, TMA, ldmatrix, mma, DSMEM), fault
+// injection and the V-ABFT threshold. Only CUDA headers: nvcc -c checks it without torch.
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace ftg {
+
+// ---------------------------------------------------------------- argument block (C ABI)
+constexpr int kMaxInj = 8;
+enum Policy : int32_t { kCorrect = 0, kDetect = 1, kRaise = 2, kRecompute = 3 };
+enum Field : int32_t { kChecks = 0, kDetected = 1, kCorrected = 2, kUncorrectable = 3, kNonfinite = 4 };
+
+struct Injection {
+  int32_t row, col;  // flat output row (batch * M + m) and column
+  int32_t step;      // k-step (K_TILE = 64) after which the accumulator is hit; -1: output stage
+  int32_t mode;      // 0: add value, 1: flip bit
+  int32_t bit, fmt;  // fmt 0 fp32, 1 bf16, 2 fp16 (encoding the bit flip acts on)
+  float value;
+  int32_t slot;      // where (before, after) go in inj_log
+};
+
+struct Args {
+  const void* x;     // [batch, M, K], rows x_rstride apart (elements), 16-byte aligned
+  const void* w;     // [batch, N, K]
+  const void* bias;  // [N] or null
+  void* y;           // [batch, M, N] contiguous
+  int64_t batch, M, N, K;
+  int64_t x_bstride, x_rstride, w_bstride, w_rstride;
+  const float* wsum;      // [batch, 2, K]: sum_n W[n], sum_n (n+1) W[n]   (global scheme)
+  const float* wstats;    // [batch, 3]: V-ABFT stats of W^T: sum|mu|, sum var, sum mu^2
+  const int32_t* wfinite; // [1]: W holds no NaN/Inf
+  const double* bstats;   // [4]: sum b, sum (n+1) b, sum |b|, max |b|   (null without bias)
+  long long* counters;    // the site's telemetry row (int64, telemetry.FIELDS order)
+  int32_t* raise_flag;    // set to 1 on detection (policy "raise"), else null
+  void* ws;               // self-cleaning workspace (zeros / +-inf as the launcher documents)
+  float* inj_log;         // [kMaxInj, 2] (before, after) of each injected element
+  float e, c_sigma;       // e_max (with safety) and the V-ABFT sigma multiplier
+  int32_t policy, dtype, protect, n_inj, split, mtile;  // dtype 0 bf16, 1 fp16
+  int64_t stream;
+  int32_t num_sms, pad_;
+  Injection inj[kMaxInj];
+};
+
+// ---------------------------------------------------------------- small helpers
+template <typename T> struct Ty;
+template <> struct Ty<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {  // exact: bf16 is fp32's top half
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+  }
+  static constexpr float kUnitRoundoff = 0.00390625f;  // 2^-8
+  static constexpr uint32_t kOnes = 0x3f803f80u;        // (1.0, 1.0)
+};
+template <> struct Ty<__half> {
+  static __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    __half2 h = *reinterpret_cast<__half2*>(&u);
+    return __half22float2(h);
+  }
+  static constexpr float kUnitRoundoff = 0.00048828125f;  // 2^-11
+  static constexpr uint32_t kOnes = 0x3c003c00u;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---------------------------------------------------------------- mbarrier + TMA
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void fence_barrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_u32(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+// 3-D tiled load (coords innermost first) completing on an mbarrier; OOB elements arrive as 0.
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                            int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], "
+      "[%2];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+// ---------------------------------------------------------------- barriers, cluster, DSMEM
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank) {
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local_addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+// ---------------------------------------------------------------- ldmatrix / mma.sync
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+template <typename T> __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__half>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------- atomics on floats
+__device__ __forceinline__ void atomic_max_f32(float* addr, float v) {
+  if (v != v) return;  // NaN rows are flagged through their sums, keep the extrema clean
+  if (v >= 0.f) atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+  else atomicMin(reinterpret_cast<unsigned*>(addr), __float_as_uint(v));
+}
+__device__ __forceinline__ void atomic_min_f32(float* addr, float v) {
+  if (v != v) return;
+  if (v >= 0.f) atomicMin(reinterpret_cast<int*>(addr), __float_as_int(v));
+  else atomicMax(reinterpret_cast<unsigned*>(addr), __float_as_uint(v));
+}
+
+// ---------------------------------------------------------------- fault injection
+// Same arithmetic as injection.corrupt: add a value, or flip a bit of the value's encoding in fp32
+// or (after rounding to it) bf16 / fp16.
+__device__ __forceinline__ float corrupt(float v, const Injection& inj) {
+  if (inj.mode == 0) return v + inj.value;
+  if (inj.fmt == 0) return __uint_as_float(__float_as_uint(v) ^ (1u << inj.bit));
+  if (inj.fmt == 1) {
+    __nv_bfloat16 h = __float2bfloat16_rn(v);
+    uint16_t bits = *reinterpret_cast<uint16_t*>(&h) ^ static_cast<uint16_t>(1u << inj.bit);
+    return __bfloat162float(*reinterpret_cast<__nv_bfloat16*>(&bits));
+  }
+  __half h = __float2half_rn(v);
+  uint16_t bits = *reinterpret_cast<uint16_t*>(&h) ^ static_cast<uint16_t>(1u << inj.bit);
+  return __half2float(*reinterpret_cast<__half*>(&bits));
+}
+__device__ __forceinline__ float inject_one(float v, const Injection& inj, float* log) {
+  const float after = corrupt(v, inj);
+  if (log) {
+    log[2 * inj.slot] = v;
+    log[2 * inj.slot + 1] = after;
+  }
+  return after;
+}
+
+// ---------------------------------------------------------------- V-ABFT (thresholds.vabft_from_stats)
+// Rows with statistics (mu, var) of A against B stats (sum|mu_B|, sum var_B, sum mu_B^2), n summed terms.
+__device__ __forceinline__ float vabft_threshold(float mu, float var, float n, const float* bst, float e,
+                                                 float c_sigma) {
+  const float t_det = n * fabsf(mu) * bst[0];
+  const float t_23 = c_sigma * sqrtf(n * mu * mu * bst[1] + n * n * var * bst[2]);
+  const float t_4 = c_sigma * sqrtf(n) * sqrtf(var) * sqrtf(bst[1]);
+  return e * (t_det + t_23 + t_4);
+}
+// |d| > t with NaN counted as exceeding (checksum.exceeds).
+__device__ __forceinline__ bool exceeds(float d, float t) { return !(fabsf(d) <= t); }
+
+}  // namespace ftg

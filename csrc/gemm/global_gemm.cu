@@ -1,0 +1,480 @@
+// Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
+//
+// CTA = 3 warpgroups: WG0 warp 0 lane 0 issues TMA loads into a 4-stage ring; WG0 warps 1-3 compute
+// the x-side of the check for a 1/T_N slice of K (x . sum_n W[n], sum x, max x, min x per row: no
+// extra launch, no extra pass over x); WG1/WG2 run m64n256k16 wgmma on a 128x256 tile, add the bias
+// to the fp32 accumulators, fold the output row sums (plain and position-weighted) into per-row fp64
+// workspace sums, round and store. The CTA that finishes the last N-tile of an M-tile (atomic
+// ticket) verifies those rows against V-ABFT thresholds, locates a single fault with the weighted
+// checksum, recomputes that element and rechecks; everything it read is reset for the next call.
+#include <type_traits>
+
+#include "ft_common.cuh"
+#include "ft_host.cuh"
+#include "wgmma_ops.cuh"
+
+namespace ftg {
+namespace glb {
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int STATS_THREADS = 96, SYNC_THREADS = 256 + STATS_THREADS;
+
+struct Smem {
+  uint64_t full[STAGES], empty[STAGES];
+  double rs2[BM], rc1[BM];
+  float rd1[BM], rt[BM];
+  int flagged[BM];
+  int last, nflag, ndet, ncorr, nunc, ninvalid;
+};
+constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + sizeof(Smem);
+
+// Workspace: fp64 s1, s2, c1, sx [R] | fp32 max, min [R] | int ticket [batch*T_M] | int done, flag.
+struct Ws {
+  double *s1, *s2, *c1, *sx;
+  float *mx, *mn;
+  int *ticket, *done, *flag;
+  __device__ Ws(void* base, int64_t rows, int64_t mtiles) {
+    double* d = static_cast<double*>(base);
+    s1 = d; s2 = d + rows; c1 = d + 2 * rows; sx = d + 3 * rows;
+    mx = reinterpret_cast<float*>(d + 4 * rows); mn = mx + rows;
+    ticket = reinterpret_cast<int*>(mn + rows); done = ticket + mtiles; flag = done + 1;
+  }
+};
+
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
+  uint64_t d = (uint64_t)((saddr & 0x3FFFF) >> 4);
+  d |= (uint64_t)(16 >> 4) << 16;    // leading byte offset (unused for swizzled K-major)
+  d |= (uint64_t)(1024 >> 4) << 32;  // stride byte offset: 8 rows x 128 B
+  d |= (uint64_t)1 << 62;            // 128-byte swizzle
+  return d;
+}
+
+template <typename T>
+__device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db, int accumulate) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) wgmma_m64n256k16_bf16(acc, da, db, accumulate);
+  else wgmma_m64n256k16_f16(acc, da, db, accumulate);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+struct TileCoord { int b, mt, nt; };
+// Grouped rasterisation: GROUP_M M-tiles sweep N together so W tiles are reused from L2.
+__device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
+  const int per_b = tm_n * tn_n;
+  TileCoord c;
+  c.b = t / per_b;
+  int r = t % per_b;
+  const int span = GROUP_M * tn_n;
+  const int first_m = (r / span) * GROUP_M;
+  const int gsize = min(tm_n - first_m, GROUP_M);
+  r %= span;
+  c.mt = first_m + r % gsize;
+  c.nt = r / gsize;
+  return c;
+}
+
+// Warp-wide fp32 dot of a 16-bit row with a 16-bit row (K % 8 == 0, 16-byte aligned rows).
+template <typename T>
+__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
+  float s = 0.f;
+  for (int64_t k = 8 * lane; k < K; k += 256) {
+    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
+    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 fa = Ty<T>::unpack(pa[i]), fb = Ty<T>::unpack(pb[i]);
+      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+template <typename T>
+__device__ double warp_dot_f32(const T* a, const float* b, int64_t K, int lane) {
+  float s = 0.f;
+  for (int64_t k = 8 * lane; k < K; k += 256) {
+    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
+    float4 b0 = __ldg(reinterpret_cast<const float4*>(b + k)), b1 = __ldg(reinterpret_cast<const float4*>(b + k + 4));
+    float2 f0 = Ty<T>::unpack(va.x), f1 = Ty<T>::unpack(va.y), f2 = Ty<T>::unpack(va.z), f3 = Ty<T>::unpack(va.w);
+    s = fmaf(f0.x, b0.x, s); s = fmaf(f0.y, b0.y, s); s = fmaf(f1.x, b0.z, s); s = fmaf(f1.y, b0.w, s);
+    s = fmaf(f2.x, b1.x, s); s = fmaf(f2.y, b1.y, s); s = fmaf(f3.x, b1.z, s); s = fmaf(f3.y, b1.w, s);
+  }
+  double d = s;
+#pragma unroll
+  for (int o = 16; o; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+  return d;
+}
+
+template <typename T>
+__device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
+  return (a.bias && n < a.N) ? Ty<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
+}
+
+// Locate, correct and recheck one flagged row (one warp). Rare path.
+template <typename T>
+__device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int lane) {
+  const int64_t N = a.N, K = a.K, row = (int64_t)b * a.M + m;
+  T* yrow = static_cast<T*>(a.y) + row * N;
+  const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
+  const T* W = static_cast<const T*>(a.w) + b * a.w_bstride;
+  const float d1 = sm.rd1[lr], thr = sm.rt[lr];
+  const float u = Ty<T>::kUnitRoundoff;
+  int64_t p = -1;
+  if (isfinite(d1)) {
+    double c2 = warp_dot_f32(xrow, a.wsum + (int64_t)b * 2 * K + K, K, lane);
+    if (a.bias) c2 += a.bstats[1];
+    const double ratio = (sm.rs2[lr] - c2) / (double)d1;
+    const double near = rint(ratio);
+    if (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) p = (int64_t)near - 1;
+  } else {  // a non-finite element: found by value when it is the only one
+    int cnt = 0;
+    int64_t pos = -1;
+    for (int64_t n = lane; n < N; n += 32)
+      if (!isfinite(Ty<T>::to_f(__ldcg(yrow + n)))) { ++cnt; pos = n; }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+      cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
+      pos = max(pos, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)pos, o));
+    }
+    if (cnt == 1) p = pos;
+  }
+  bool ok = false;
+  if (p >= 0) {
+    const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, p);
+    const float yold = Ty<T>::to_f(__ldcg(yrow + p));
+    if (isfinite(d1)) {
+      // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
+      ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
+    } else {
+      float s = 0.f, sa = 0.f;
+      for (int64_t n = lane; n < N; n += 32) {
+        const float v = (n == p) ? t : Ty<T>::to_f(__ldcg(yrow + n));
+        s += v; sa += fabsf(v);
+      }
+#pragma unroll
+      for (int o = 16; o; o >>= 1) { s += __shfl_xor_sync(0xffffffffu, s, o); sa += __shfl_xor_sync(0xffffffffu, sa, o); }
+      ok = !exceeds((float)((double)s - sm.rc1[lr]), thr + u * sa);
+    }
+    __syncwarp();
+    if (lane == 0) yrow[p] = Ty<T>::from_f(t);
+  }
+  if (ok) {
+    if (lane == 0) atomicAdd(&sm.ncorr, 1);
+    return;
+  }
+  if (lane == 0) atomicAdd(&sm.nunc, 1);
+  if (a.policy == kRecompute)
+    for (int64_t n = 0; n < N; ++n) {
+      const float t = warp_dot(xrow, W + n * a.w_rstride, K, lane) + bias_at<T>(a, n);
+      if (lane == 0) yrow[n] = Ty<T>::from_f(t);
+    }
+}
+
+template <typename T, bool PROTECT>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+                       const __grid_constant__ Args args) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& sm = *reinterpret_cast<Smem*>(base + STAGES * STAGE_BYTES);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = tid / 128;
+  const int64_t M = args.M, N = args.N, K = args.K;
+  const int tm_n = cdiv(M, BM), tn_n = cdiv(N, BN), nk = cdiv(K, BK);
+  const int total = (int)args.batch * tm_n * tn_n;
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
+    fence_barrier_init();
+    tma_prefetch_desc(&tmA);
+    tma_prefetch_desc(&tmB);
+    if (PROTECT && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    if (warp == 0) {
+      if (lane != 0) return;
+      int it = 0;
+      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        const TileCoord c = tile_coord(t, tm_n, tn_n);
+        for (int ks = 0; ks < nk; ++ks, ++it) {
+          const int slot = it % STAGES;
+          mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
+          mbar_expect_tx(&sm.full[slot], STAGE_BYTES);
+          uint8_t* st = base + slot * STAGE_BYTES;
+          tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
+          tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
+        }
+      }
+      return;
+    }
+    if constexpr (PROTECT) {
+      // x-side statistics for this tile's slice of K: 3 warps, one row at a time, 16-byte loads.
+      Ws ws(args.ws, args.batch * M, (int64_t)args.batch * tm_n);
+      const int sw = warp - 1;
+      const int64_t chunk = (((K + tn_n - 1) / tn_n) + 7) / 8 * 8;
+      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        const TileCoord c = tile_coord(t, tm_n, tn_n);
+        const int64_t k0 = c.nt * chunk, k1 = min(K, k0 + chunk);
+        if (k0 < k1) {
+          const T* xb = static_cast<const T*>(args.x) + c.b * args.x_bstride;
+          const float* s1 = args.wsum + (int64_t)c.b * 2 * K;
+          for (int r = sw; r < BM; r += 3) {
+            const int64_t m = (int64_t)c.mt * BM + r;
+            if (m >= M) break;
+            float sum = 0.f, dot = 0.f, mx = -INFINITY, mn = INFINITY;
+            for (int64_t k = k0 + 8 * lane; k < k1; k += 256) {
+              uint4 v = __ldg(reinterpret_cast<const uint4*>(xb + m * args.x_rstride + k));
+              float4 w0 = __ldg(reinterpret_cast<const float4*>(s1 + k));
+              float4 w1 = __ldg(reinterpret_cast<const float4*>(s1 + k + 4));
+              const float2 f0 = Ty<T>::unpack(v.x), f1 = Ty<T>::unpack(v.y), f2 = Ty<T>::unpack(v.z),
+                           f3 = Ty<T>::unpack(v.w);
+              sum += (f0.x + f0.y) + (f1.x + f1.y) + (f2.x + f2.y) + (f3.x + f3.y);
+              dot = fmaf(f0.x, w0.x, dot); dot = fmaf(f0.y, w0.y, dot); dot = fmaf(f1.x, w0.z, dot);
+              dot = fmaf(f1.y, w0.w, dot); dot = fmaf(f2.x, w1.x, dot); dot = fmaf(f2.y, w1.y, dot);
+              dot = fmaf(f3.x, w1.z, dot); dot = fmaf(f3.y, w1.w, dot);
+              mx = fmaxf(mx, fmaxf(fmaxf(fmaxf(f0.x, f0.y), fmaxf(f1.x, f1.y)), fmaxf(fmaxf(f2.x, f2.y), fmaxf(f3.x, f3.y))));
+              mn = fminf(mn, fminf(fminf(fminf(f0.x, f0.y), fminf(f1.x, f1.y)), fminf(fminf(f2.x, f2.y), fminf(f3.x, f3.y))));
+            }
+#pragma unroll
+            for (int o = 16; o; o >>= 1) {
+              sum += __shfl_xor_sync(0xffffffffu, sum, o);
+              dot += __shfl_xor_sync(0xffffffffu, dot, o);
+              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+              mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+            }
+            if (lane == 0) {
+              const int64_t row = c.b * M + m;
+              atomicAdd(ws.c1 + row, (double)dot);
+              atomicAdd(ws.sx + row, (double)sum);
+              atomic_max_f32(ws.mx + row, mx);
+              atomic_min_f32(ws.mn + row, mn);
+            }
+          }
+        }
+        __threadfence();
+        named_bar_sync(1, SYNC_THREADS);
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------ consumers (WG1, WG2)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+  const int wgc = wg - 1, wi = warp % 4, ct = tid - 128;
+  float acc[128];
+#pragma unroll
+  for (int r = 0; r < 128; ++r) acc[r] = 0.f;
+  int it = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    const TileCoord c = tile_coord(t, tm_n, tn_n);
+    for (int ks = 0; ks < nk; ++ks, ++it) {
+      const int slot = it % STAGES;
+      mbar_wait(&sm.full[slot], (it / STAGES) & 1);
+      const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
+      const uint32_t sb = smem_u32(base + slot * STAGE_BYTES + A_BYTES);
+      const uint64_t da = make_desc(sa), db = make_desc(sb);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (ks > 0 && lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+      if constexpr (PROTECT) {
+        for (int i = 0; i < args.n_inj; ++i) {  // accumulator faults "after k-step ks"
+          const Injection& inj = args.inj[i];
+          if (inj.step != ks) continue;
+          const int64_t ib = inj.row / M, im = inj.row % M;
+          if (ib != c.b || im / BM != c.mt || inj.col / BN != c.nt || (im % BM) / 64 != wgc) continue;
+          wgmma_wait<0>();
+          const int lr = (int)(im % 64), lc = inj.col % BN;
+          if (wi == lr / 16 && lane == ((lr % 16) % 8) * 4 + (lc % 8) / 2) {
+            const int idx = 4 * (lc / 8) + 2 * ((lr % 16) / 8) + (lc % 2);
+#pragma unroll
+            for (int r = 0; r < 128; ++r)
+              if (r == idx) acc[r] = inject_one(acc[r], inj, args.inj_log);
+          }
+        }
+      }
+    }
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+
+    // ---------------------------------------------------------- epilogue
+    const int64_t r_lo = (int64_t)c.mt * BM + wgc * 64 + wi * 16 + lane / 4, r_hi = r_lo + 8;
+    const int64_t col0 = (int64_t)c.nt * BN + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const float b0 = bias_at<T>(args, col0 + 8 * j), b1 = bias_at<T>(args, col0 + 8 * j + 1);
+      acc[4 * j] += b0; acc[4 * j + 1] += b1; acc[4 * j + 2] += b0; acc[4 * j + 3] += b1;
+    }
+    if constexpr (PROTECT) {
+      for (int i = 0; i < args.n_inj; ++i) {  // output-stage faults: final fp32 value, before the check
+        const Injection& inj = args.inj[i];
+        if (inj.step != -1) continue;
+        const int64_t ib = inj.row / M, im = inj.row % M;
+        if (ib != c.b || inj.col / BN != c.nt) continue;
+        const int lc = inj.col % BN;
+        const bool lo = im == r_lo, hi = im == r_hi;
+        if ((lo || hi) && (lc % 8) / 2 == lane % 4) {
+          const int idx = 4 * (lc / 8) + (hi ? 2 : 0) + (lc % 2);
+#pragma unroll
+          for (int r = 0; r < 128; ++r)
+            if (r == idx) acc[r] = inject_one(acc[r], inj, args.inj_log);
+        }
+      }
+    }
+    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * M * N;
+    const bool pairs = (N % 2) == 0;
+    float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int64_t n = col0 + 8 * j;
+      if constexpr (PROTECT) {
+        const float w0 = (float)(8 * j + 2 * (lane % 4) + 1);  // tile-local position weight
+        s1a += acc[4 * j] + acc[4 * j + 1];
+        s1b += acc[4 * j + 2] + acc[4 * j + 3];
+        s2a += w0 * acc[4 * j] + (w0 + 1.f) * acc[4 * j + 1];
+        s2b += w0 * acc[4 * j + 2] + (w0 + 1.f) * acc[4 * j + 3];
+      }
+      if (pairs && n + 1 < N) {
+        if (r_lo < M) *reinterpret_cast<uint32_t*>(yb + r_lo * N + n) = Ty<T>::pack(acc[4 * j], acc[4 * j + 1]);
+        if (r_hi < M) *reinterpret_cast<uint32_t*>(yb + r_hi * N + n) = Ty<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
+      } else {
+        if (r_lo < M && n < N) yb[r_lo * N + n] = Ty<T>::from_f(acc[4 * j]);
+        if (r_lo < M && n + 1 < N) yb[r_lo * N + n + 1] = Ty<T>::from_f(acc[4 * j + 1]);
+        if (r_hi < M && n < N) yb[r_hi * N + n] = Ty<T>::from_f(acc[4 * j + 2]);
+        if (r_hi < M && n + 1 < N) yb[r_hi * N + n + 1] = Ty<T>::from_f(acc[4 * j + 3]);
+      }
+    }
+    if constexpr (!PROTECT) continue;
+    else {
+      Ws ws(args.ws, args.batch * M, (int64_t)args.batch * tm_n);
+#pragma unroll
+      for (int o = 1; o < 4; o <<= 1) {
+        s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
+        s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
+      }
+      if (lane % 4 == 0) {
+        const double off = (double)c.nt * BN;  // global weight = off + local weight
+        if (r_lo < M) {
+          atomicAdd(ws.s1 + c.b * M + r_lo, (double)s1a);
+          atomicAdd(ws.s2 + c.b * M + r_lo, (double)s2a + off * (double)s1a);
+        }
+        if (r_hi < M) {
+          atomicAdd(ws.s1 + c.b * M + r_hi, (double)s1b);
+          atomicAdd(ws.s2 + c.b * M + r_hi, (double)s2b + off * (double)s1b);
+        }
+      }
+      __threadfence();
+      named_bar_sync(1, SYNC_THREADS);  // with the stats warps: this tile's sums are all in
+      if (ct == 0) {
+        const int old = atomicAdd(ws.ticket + c.b * tm_n + c.mt, 1);
+        sm.last = old == tn_n - 1;
+        sm.nflag = sm.ndet = sm.ncorr = sm.nunc = sm.ninvalid = 0;
+      }
+      named_bar_sync(2, 256);
+      if (sm.last) {
+        __threadfence();
+        // ---------------------------------------------------- verify the M-tile's rows
+        if (ct < BM) {
+          const int64_t m = (int64_t)c.mt * BM + ct;
+          if (m < M) {
+            const int64_t row = c.b * M + m;
+            const double s1 = __ldcg(ws.s1 + row), s2 = __ldcg(ws.s2 + row), sx = __ldcg(ws.sx + row);
+            double c1 = __ldcg(ws.c1 + row);
+            const float mx = __ldcg(ws.mx + row), mn = __ldcg(ws.mn + row);
+            ws.s1[row] = 0.0; ws.s2[row] = 0.0; ws.c1[row] = 0.0; ws.sx[row] = 0.0;
+            ws.mx[row] = -INFINITY; ws.mn[row] = INFINITY;
+            if (args.bias) c1 += args.bstats[0];
+            const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
+            if (!valid) {
+              atomicAdd(&sm.ninvalid, 1);
+            } else {
+              const float mu = (float)(sx / (double)K);
+              const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
+              float thr = vabft_threshold(mu, var, (float)N, args.wstats + 3 * c.b, args.e, args.c_sigma);
+              if (args.bias) thr += args.e * (float)args.bstats[2];
+              const float d1 = (float)(s1 - c1);
+              if (exceeds(d1, thr)) {
+                atomicAdd(&sm.ndet, 1);
+                if (args.policy == kCorrect || args.policy == kRecompute) {
+                  const int f = atomicAdd(&sm.nflag, 1);
+                  sm.flagged[f] = ct;
+                  sm.rd1[ct] = d1; sm.rt[ct] = thr; sm.rs2[ct] = s2; sm.rc1[ct] = c1;
+                }
+              }
+            }
+          }
+        }
+        if (ct == 0) ws.ticket[c.b * tm_n + c.mt] = 0;
+        named_bar_sync(2, 256);
+        const int cw = ct / 32;
+        for (int f = cw; f < sm.nflag; f += 8) {
+          const int lr = sm.flagged[f];
+          fixup_row<T>(args, sm, c.b, (int64_t)c.mt * BM + lr, lr, lane);
+        }
+        named_bar_sync(2, 256);
+        if (ct == 0) {
+          unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
+          if (sm.ndet) atomicAdd(cnt + kDetected, (unsigned long long)sm.ndet);
+          if (sm.ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)sm.ncorr);
+          if (sm.nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)sm.nunc);
+          if (sm.ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
+          if (sm.ninvalid) atomicExch(ws.flag, 1);
+          __threadfence();
+          const int done = atomicAdd(ws.done, 1);
+          if (done == (int)args.batch * tm_n - 1) {  // the call's last M-tile: report inputs once
+            __threadfence();
+            if (atomicExch(ws.flag, 0)) atomicAdd(cnt + kNonfinite, 1ull);
+            atomicExch(ws.done, 0);
+          }
+        }
+      }
+      named_bar_sync(2, 256);  // sm.last / counters are reused by the next tile
+    }
+  }
+}
+
+template <typename T, bool PROTECT>
+int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
+  auto kern = gemm_global_kernel<T, PROTECT>;
+  static bool configured = false;
+  if (!configured) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
+    if (e != cudaSuccess) return e;
+    configured = true;
+  }
+  const int total = (int)a->batch * cdiv(a->M, BM) * cdiv(a->N, BN);
+  const int grid = total < a->num_sms ? total : a->num_sms;
+  kern<<<grid, THREADS, SMEM_BYTES, reinterpret_cast<cudaStream_t>(a->stream)>>>(ta, tb, *a);
+  return cudaGetLastError();
+}
+
+}  // namespace glb
+}  // namespace ftg
+
+extern "C" int ft_gemm_global(const ftg::Args* a) {
+  using namespace ftg;
+  if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1) return FTG_ERR_ARGS;
+  CUtensorMap ta, tb;
+  if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
+      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN))
+    return FTG_ERR_TMAP;
+  const bool prot = a->protect != 0;
+  if (a->dtype == 0)
+    return prot ? glb::launch<__nv_bfloat16, true>(a, ta, tb) : glb::launch<__nv_bfloat16, false>(a, ta, tb);
+  return prot ? glb::launch<__half, true>(a, ta, tb) : glb::launch<__half, false>(a, ta, tb);
+}
+
+// Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.
+extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
+  return rows * (4 * 8 + 2 * 4) + (mtiles + 2) * 4;
+}

@@ -1,0 +1,79 @@
+"""The ``ft`` Dynamo backend: options -> passes -> inductor (or eager).
+
+Registered through the ``torch_dynamo_backends`` entry point, so ``torch.compile(model,
+backend="ft", options={...})`` works after ``pip install`` without importing ftcompile.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, List, Optional
+
+import torch
+from torch.fx import GraphModule
+
+from . import hardware, ops  # noqa: F401  (ops registers torch.ops.ftcompile.*)
+from .abft import gemm
+from .config import FTConfig
+from .report import SiteRecord
+
+# explain() listens here: every compile appends its records to each active collector.
+_collectors: List[List[SiteRecord]] = []
+_graph_counter = [0]
+
+
+@contextlib.contextmanager
+def collect():
+    records: List[SiteRecord] = []
+    _collectors.append(records)
+    try:
+        yield records
+    finally:
+        _collectors.remove(records)
+
+
+def _device_of(example_inputs) -> Optional[torch.device]:
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor):
+            return value.device
+    return None
+
+
+def rewrite(gm: GraphModule, example_inputs, config: FTConfig) -> GraphModule:
+    """Run every pass over the graph; returns the rewritten graph module."""
+    from ftcompile.passes import PASSES, PassContext
+
+    spec = hardware.resolve(config.device, _device_of(example_inputs))
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = {n.name: v for n, v in zip(placeholders, example_inputs)}
+    _graph_counter[0] += 1
+    ctx = PassContext(config=config, spec=spec, graph_index=_graph_counter[0], values=values)
+    for _, run in PASSES:
+        gm = run(gm, ctx)
+        gm.graph.lint()
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    _precompute_weight_checksums(gm, values)
+    for records in _collectors:
+        records.extend(ctx.records)
+    return gm
+
+
+def _precompute_weight_checksums(gm: GraphModule, values) -> None:
+    """Offline encoding: checksum every global-ABFT weight now, at compile time."""
+    for node in gm.graph.nodes:
+        if node.target is torch.ops.ftcompile.linear_global.default:
+            w = node.args[1]
+            transposed = w.op == "call_method" and w.target == "transpose"
+            source = w.args[0] if transposed else w
+            real = values.get(source.name) if source.op == "placeholder" else None
+            if isinstance(real, torch.Tensor) and not isinstance(real, torch._subclasses.FakeTensor):
+                gemm.weight_checksums(real.transpose(-2, -1) if transposed else real)
+
+
+def ft_backend(gm: GraphModule, example_inputs, options: Any = None, **_unused) -> Callable:
+    config = FTConfig.from_options(options)
+    gm = rewrite(gm, example_inputs, config)
+    if config.eager:
+        return gm.forward
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(gm, example_inputs, config_patches=dict(config.inductor))

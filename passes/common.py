@@ -1,0 +1,172 @@
+"""What every pass shares: the pass context, node predicates and the rewrite helper."""
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch.fx import GraphModule, Node
+
+from ftcompile import telemetry
+from ftcompile.config import FTConfig
+from ftcompile.cost import Cost
+from ftcompile.hardware import DeviceSpec
+from ftcompile.report import SiteRecord
+from ftcompile.selection import Decision, select
+
+# Rewrites per pass, for tests and explain (reset with counters.clear()).
+counters: Counter = Counter()
+
+MATMULS = {torch.matmul, operator.matmul, torch.mm, torch.bmm}
+MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
+LINEARS = {torch._C._nn.linear, F.linear}
+SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
+SOFTMAX = {torch.softmax, F.softmax, torch._C._nn.softmax if hasattr(torch._C._nn, "softmax")
+           else torch.softmax, torch.Tensor.softmax}
+DROPOUT = {F.dropout, torch.dropout, torch.nn.functional.dropout}
+ADDS = {operator.add, torch.add, operator.iadd}
+MULS = {operator.mul, torch.mul, operator.imul}
+DIVS = {operator.truediv, torch.div, operator.itruediv}
+CASTS = {"to", "float", "type", "type_as", "half", "bfloat16"}
+
+
+@dataclass
+class PassContext:
+    config: FTConfig
+    spec: DeviceSpec
+    graph_index: int
+    values: Dict[str, Any]  # placeholder name -> the real example input (weights are real)
+    records: List[SiteRecord] = field(default_factory=list)
+    names: Counter = field(default_factory=Counter)
+
+    def unique(self, name: str) -> str:
+        self.names[name] += 1
+        return name if self.names[name] == 1 else f"{name}#{self.names[name]}"
+
+
+def fake(node: Any) -> Optional[torch.Tensor]:
+    if not isinstance(node, Node):
+        return None
+    value = node.meta.get("example_value", node.meta.get("val"))
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def is_call(node: Any, targets=(), methods=()) -> bool:
+    if not isinstance(node, Node):
+        return False
+    if node.op == "call_function":
+        return node.target in targets
+    return node.op == "call_method" and node.target in methods
+
+
+def arg(node: Node, index: int, name: str, default=None):
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def scalar(value) -> Optional[float]:
+    """A Python number (not a tensor, not symbolic), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+_SOURCE_PREFIX = re.compile(r"^L\['[^']*'\]")
+
+
+def clean_path(path: str) -> str:
+    """"L['self']._modules['h']._modules['0'].attn" -> "h.0.attn"."""
+    path = _SOURCE_PREFIX.sub("", path)
+    path = re.sub(r"\._(?:modules|parameters|buffers)\['([^']*)'\]", r".\1", path)
+    path = re.sub(r"\[['\"]?([^'\"\]]*)['\"]?\]", r".\1", path)
+    return path.strip(".")
+
+
+def module_path(node: Node) -> Optional[str]:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path = list(stack.values())[-1][0]
+    return clean_path(path) or None
+
+
+def parameter_path(node: Any) -> Optional[str]:
+    """Qualified name of a parameter node (placeholder from a module attribute, or get_attr)."""
+    if not isinstance(node, Node):
+        return None
+    if node.op == "get_attr":
+        return str(node.target)
+    if node.op == "placeholder":
+        grapharg = node.meta.get("grapharg")
+        source = getattr(grapharg, "source", None)
+        name = source.name if source is not None else None
+        name = name() if callable(name) else name
+        if name and ("_parameters[" in name or "_buffers[" in name):
+            return clean_path(name)
+    return None
+
+
+def is_parameter(node: Any, ctx: PassContext) -> bool:
+    if not isinstance(node, Node):
+        return False
+    if node.op == "get_attr":
+        return True
+    real = ctx.values.get(node.name)
+    return isinstance(real, torch.nn.Parameter) or parameter_path(node) is not None
+
+
+def shape_str(*tensors: Optional[torch.Tensor]) -> str:
+    return " x ".join("[" + ",".join(str(s) for s in t.shape) + "]" for t in tensors if t is not None)
+
+
+def decide(ctx: PassContext, kind: str, op: str, name: str, dtype: torch.dtype, cost: Cost,
+           shapes: str, blocker: Optional[str] = None) -> SiteRecord:
+    decision: Decision = select(kind, name, dtype, cost, ctx.spec, ctx.config, blocker)
+    cmr = None
+    if kind == "linear" and dtype in (torch.float32, torch.float16, torch.bfloat16):
+        cmr = ctx.spec.cmr(dtype)
+    record = SiteRecord(name=name, kind=kind, op=op, shapes=shapes, dtype=str(dtype).replace("torch.", ""),
+                        flops=cost.flops, bytes=cost.bytes, intensity=cost.intensity, cmr=cmr,
+                        scheme=decision.scheme, reason=decision.reason, graph=ctx.graph_index,
+                        dynamic=cost.dynamic)
+    ctx.records.append(record)
+    return record
+
+
+def register_site(ctx: PassContext, record: SiteRecord) -> int:
+    cfg = ctx.config
+    site = telemetry.register(record.name, record.kind, record.scheme, cfg.policy, cfg.c_sigma,
+                              cfg.e_max_safety)
+    record.site_id = site
+    return site
+
+
+def replace(gm: GraphModule, old: Node, target, args: Sequence, dead: Sequence[Node],
+            out_dtype: Optional[torch.dtype] = None, in_dtype: Optional[torch.dtype] = None) -> Node:
+    """Put target(*args) where ``old`` was (cast back to ``out_dtype`` if the op's output dtype
+    ``in_dtype`` differs) and erase ``old`` plus the now-dead nodes of the matched chain."""
+    graph = gm.graph
+    with graph.inserting_before(old):
+        new = graph.call_function(target, tuple(args))
+        new.meta = dict(old.meta)
+        result = new
+        if out_dtype is not None and in_dtype is not None and out_dtype != in_dtype:
+            result = graph.call_method("to", (new, out_dtype))
+            result.meta = dict(old.meta)
+    old.replace_all_uses_with(result)
+    for node in [old, *dead]:
+        if node.graph is graph and not node.users:
+            graph.erase_node(node)
+    return result
+
+
+def mark(node: Node) -> None:
+    """This node was looked at by a pass (so the leftover report skips it)."""
+    node.meta["ft_seen"] = True

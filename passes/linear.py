@@ -1,0 +1,86 @@
+"""Linear layers -> ftcompile.linear_global / linear_thread (chosen by intensity vs CMR).
+
+Matched: torch._C._nn.linear / F.linear (nn.Linear), torch.addmm(b, x, W) (HF Conv1D),
+matmul / mm / bmm / @ with a weight parameter on the right (x @ W, x @ W[b]). The op takes the
+weight as [N, K] (or [B, N, K]); for x @ W the pass inserts the transposed view W^T.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ftcompile.cost import linear_cost
+
+from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
+                     is_call, is_parameter, mark, module_path, parameter_path, register_site,
+                     replace, scalar, shape_str)
+
+OPS = {"global": torch.ops.ftcompile.linear_global.default,
+       "thread": torch.ops.ftcompile.linear_thread.default}
+
+
+def _site_name(ctx: PassContext, node: Node, weight: Node, layer_call: bool) -> str:
+    """The calling module for nn.Linear / Conv1D (a tied lm_head is "lm_head", not the
+    embedding it shares a weight with); the parameter's name for a bare x @ W."""
+    if layer_call and module_path(node):
+        return ctx.unique(module_path(node))
+    path = parameter_path(weight)
+    if path and path.split(".")[-1] == "weight":  # name the layer, not its parameter
+        path = path[: -len("weight")].rstrip(".") or module_path(node) or "<root>"
+    return ctx.unique(path or module_path(node) or node.name)
+
+
+def _transposed(gm: GraphModule, w: Node, before: Node) -> Node:
+    with gm.graph.inserting_before(before):
+        wt = gm.graph.call_method("transpose", (w, -2, -1))
+        wt.meta["example_value"] = fake(w).transpose(-2, -1)
+    return wt
+
+
+def _blocker(fx: torch.Tensor, fw_nk: torch.Tensor, fb: Optional[torch.Tensor]) -> Optional[str]:
+    if fx.dtype != fw_nk.dtype or (fb is not None and fb.dtype != fx.dtype):
+        return f"mixed dtypes (x {fx.dtype}, weight {fw_nk.dtype})"
+    if fw_nk.dim() == 3 and (fx.dim() != 3 or fx.shape[0] != fw_nk.shape[0]):
+        return "a batched weight needs x as [B, M, K] with the same batch"
+    if fw_nk.dim() not in (2, 3):
+        return f"weight of rank {fw_nk.dim()} is not supported"
+    if fb is not None and (fb.dim() != 1 or fb.shape[0] != fw_nk.shape[-2]):
+        return "the added term is not a bias vector of length N"
+    return None
+
+
+def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
+    for node in list(gm.graph.nodes):
+        if node.meta.get("ft_seen"):
+            continue
+        if is_call(node, LINEARS):
+            x, w, b = node.args[0], node.args[1], arg(node, 2, "bias")
+            op, weight_nk = "linear", None
+        elif is_call(node, (torch.addmm,)):
+            b, x, w = node.args[:3]
+            if scalar(arg(node, 3, "beta", 1)) != 1 or scalar(arg(node, 4, "alpha", 1)) != 1:
+                continue  # a scaled addmm is not a linear layer; the leftover report lists it
+            op, weight_nk = "addmm", "transpose"
+        elif is_call(node, MATMULS, MATMUL_METHODS) and is_parameter(node.args[1], ctx):
+            x, w, b = node.args[0], node.args[1], None
+            op, weight_nk = getattr(node.target, "__name__", str(node.target)), "transpose"
+        else:
+            continue
+        mark(node)
+        fx, fw, fb = fake(x), fake(w), fake(b)
+        if fx is None or fw is None:
+            continue
+        fw_nk = fw.transpose(-2, -1) if weight_nk else fw
+        name = _site_name(ctx, node, w, layer_call=op in ("linear", "addmm"))
+        cost = linear_cost(fx.shape, fw_nk.shape, fx.dtype)
+        record = decide(ctx, "linear", op, name, fx.dtype, cost, shape_str(fx, fw_nk),
+                        _blocker(fx, fw_nk, fb))
+        if record.scheme not in OPS:
+            continue
+        site = register_site(ctx, record)
+        weight = _transposed(gm, w, node) if weight_nk else w
+        replace(gm, node, OPS[record.scheme], (x, weight, b, site), dead=())
+        counters[f"linear_{record.scheme}"] += 1
+    return gm

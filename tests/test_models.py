@@ -1,0 +1,188 @@
+"""HF transformers models built from small configs (random weights, nothing downloaded)."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ftcompile
+from ftcompile import FaultDetected, FaultSpec, inject
+from ftcompile.passes import counters
+from graph_tools import compile_capture, ft_ops, unprotected_products
+
+transformers = pytest.importorskip("transformers")
+VOCAB = 128
+# fp32 end-to-end: the ops compute in fp32 like eager; tiling only reorders sums.
+TOL = 2e-4
+
+
+def build(name: str, impl: str, layers: int = 2):
+    torch.manual_seed(0)
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=layers, n_embd=64, n_head=4, vocab_size=VOCAB,
+                                      n_positions=128, attn_implementation=impl,
+                                      bos_token_id=0, eos_token_id=0)
+        model = transformers.GPT2LMHeadModel(cfg)
+    elif name == "bert":
+        cfg = transformers.BertConfig(num_hidden_layers=layers, hidden_size=64, num_attention_heads=4,
+                                      intermediate_size=128, vocab_size=VOCAB, attn_implementation=impl)
+        model = transformers.BertModel(cfg)
+    else:
+        cfg = transformers.LlamaConfig(num_hidden_layers=layers, hidden_size=64, num_attention_heads=4,
+                                       num_key_value_heads=2, intermediate_size=128, vocab_size=VOCAB,
+                                       attn_implementation=impl)
+        model = transformers.LlamaForCausalLM(cfg)
+    return model.eval()
+
+
+def inputs(name: str, batch: int = 2, seq: int = 24):
+    ids = torch.randint(0, VOCAB, (batch, seq))
+    if name == "bert":  # padding in the second sequence: a real additive mask
+        mask = torch.ones(batch, seq, dtype=torch.long)
+        mask[1, seq // 2:] = 0
+        return ids, mask
+    return (ids,)
+
+
+def first(out):
+    return out[0] if isinstance(out, tuple) else (out.logits if hasattr(out, "logits") else out.last_hidden_state)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_model_is_fully_protected_and_matches_eager(name, impl):
+    model, args = build(name, impl), inputs(name)
+    counters.clear()
+    with torch.no_grad():
+        expected = first(model(*args))
+    out, graphs = compile_capture(model, *args)
+    torch.testing.assert_close(first(out), expected, rtol=TOL, atol=TOL)
+    assert not unprotected_products(graphs), "an unprotected matmul/SDPA is left in the graph"
+    n_linear = {"gpt2": 4 * 2 + 1, "bert": 6 * 2 + 1, "llama": 7 * 2 + 1}[name]
+    ops = ft_ops(graphs)
+    assert ops.count(torch.ops.ftcompile.attention.default) == 2
+    assert len(ops) == 2 + n_linear
+
+    report = ftcompile.explain(model, *args)
+    assert not report.unprotected and len(report.records) == 2 + n_linear
+    assert {r.scheme for r in report.records if r.kind == "attention"} == {"efta"}
+    assert report.graph_breaks == 0
+
+
+def _site(model_name: str) -> str:
+    return {"gpt2": "transformer.h.1.mlp.c_fc", "bert": "encoder.layer.0.intermediate.dense",
+            "llama": "model.layers.1.mlp.gate_proj"}[model_name]
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_injected_fault_is_corrected_and_counted_at_its_site_only(name):
+    model, args = build(name, "sdpa"), inputs(name)
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    with torch.no_grad():
+        clean = first(compiled(*args))
+        ftcompile.reset_stats()
+        with inject(FaultSpec(site=_site(name), stage="accumulator", bit=29, index=(5, 7))) as inj:
+            faulty = first(compiled(*args))
+    assert inj.events and inj.events[0].after != inj.events[0].before
+    torch.testing.assert_close(faulty, clean, rtol=1e-4, atol=1e-4)
+    stats = ftcompile.stats()
+    assert stats[_site(name)]["detected"] == 1 and stats[_site(name)]["corrected"] == 1
+    others = {k: v for k, v in stats.items() if k != _site(name) and v["checks"]}
+    assert others and all(v["detected"] == 0 for v in others.values())
+
+
+def test_attention_fault_in_compiled_model_is_corrected():
+    model, args = build("llama", "eager"), inputs("llama")
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    with torch.no_grad():
+        clean = first(compiled(*args))
+        ftcompile.reset_stats()
+        with inject(FaultSpec(site="model.layers.0.self_attn", stage="score", bit=30, fmt="fp32")):
+            faulty = first(compiled(*args))
+    torch.testing.assert_close(faulty, clean, rtol=1e-4, atol=1e-4)
+    s = ftcompile.stats("model.layers.0.self_attn")["model.layers.0.self_attn"]
+    assert s["detected"] == 1 and s["corrected"] == 1
+
+
+def test_policy_raise_names_the_layer():
+    model, args = build("gpt2", "eager"), inputs("gpt2")
+    compiled = torch.compile(model, backend="ft", options={"eager": True, "policy": "raise"})
+    with torch.no_grad(), inject(FaultSpec(site="transformer.h.0.attn", stage="pv", value=3.0)):
+        with pytest.raises(FaultDetected, match=r"transformer\.h\.0\.attn"):
+            compiled(*args)
+
+
+def test_clean_runs_raise_no_alarm():
+    model = build("gpt2", "sdpa")
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    with torch.no_grad():
+        for seed in range(8):
+            torch.manual_seed(seed)
+            compiled(torch.randint(0, VOCAB, (2, 24)))
+    stats = ftcompile.stats()
+    assert sum(v["checks"] for v in stats.values()) >= 8 * 11
+    assert all(v["detected"] == 0 for v in stats.values())
+
+
+def test_dynamic_shapes_compile_once_for_three_lengths():
+    model = build("gpt2", "sdpa")
+    calls = []
+
+    def backend(gm, example_inputs):
+        from ftcompile.backend import ft_backend
+        calls.append(gm)
+        return ft_backend(gm, example_inputs, options={"eager": True})
+
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    with torch.no_grad():
+        for seq in (9, 17, 33):
+            ids = torch.randint(0, VOCAB, (2, seq))
+            torch.testing.assert_close(first(compiled(ids)), first(model(ids)), rtol=TOL, atol=TOL)
+    assert len(calls) == 1, f"recompiled: {len(calls)} graphs for 3 lengths"
+    assert ft_ops(calls).count(torch.ops.ftcompile.attention.default) == 2
+
+
+def test_unknown_option_key_fails_at_compile():
+    model, args = build("gpt2", "sdpa", layers=1), inputs("gpt2")
+    with pytest.raises(Exception, match="unknown ft option"):
+        torch.compile(model, backend="ft", options={"eagr": True})(*args)
+
+
+def test_non_finite_model_input_is_reported_as_input():
+    model = build("llama", "sdpa", layers=1)
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    emb = model.model.embed_tokens
+    with torch.no_grad():
+        emb.weight[3, 0] = float("nan")  # a corrupted embedding feeds NaN into the layers
+        ids = torch.full((1, 8), 3)
+        compiled(ids)
+    stats = ftcompile.stats()
+    assert any(v["nonfinite_inputs"] for v in stats.values())
+    assert all(v["detected"] == 0 for v in stats.values())
+
+
+def test_backend_entry_point_works_without_importing_ftcompile():
+    code = ("import torch\n"
+            "m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))\n"
+            "x = torch.randn(4, 64)\n"
+            "out = torch.compile(m, backend='ft', options={'eager': True})(x)\n"
+            "assert torch.allclose(out, m(x), atol=1e-5)\n"
+            "import sys; assert 'ftcompile' in sys.modules\n"
+            "print('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+
+
+@pytest.mark.inductor
+@pytest.mark.parametrize("name,impl", [("gpt2", "sdpa"), ("llama", "eager")])
+def test_through_inductor(name, impl):
+    model, args = build(name, impl, layers=1), inputs(name)
+    with torch.no_grad():
+        expected = first(model(*args))
+        out = first(torch.compile(model, backend="ft")(*args))
+        ftcompile.reset_stats()
+        with inject(FaultSpec(site=_site(name).replace(".1.", ".0."), stage="output", value=7.0)):
+            faulty = first(torch.compile(model, backend="ft")(*args))
+    torch.testing.assert_close(out, expected, rtol=TOL, atol=TOL)
+    torch.testing.assert_close(faulty, out, rtol=1e-4, atol=1e-4)
+    assert ftcompile.stats()[_site(name).replace(".1.", ".0.")]["corrected"] == 1

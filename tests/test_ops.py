@@ -1,0 +1,257 @@
+"""The protected ops on CPU: numerics, opcheck, fault detection/correction, policies."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ftcompile
+from ftcompile import FaultDetected, FaultSpec, inject
+from conftest import site
+
+LINEAR_OPS = [torch.ops.ftcompile.linear_global, torch.ops.ftcompile.linear_thread]
+ATTN_STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale"]
+
+
+def _stats(name):
+    return ftcompile.stats(name)[name]
+
+
+@pytest.mark.parametrize("op", LINEAR_OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_linear_matches_fp32_reference(op, dtype):
+    sid = site(f"lin-{dtype}")
+    x, w, b = torch.randn(3, 17, 96), torch.randn(200, 96), torch.randn(200)
+    xl, wl, bl = x.to(dtype), w.to(dtype), b.to(dtype)
+    y = op(xl, wl, bl, sid)
+    ref = F.linear(xl.double(), wl.double(), bl.double())
+    torch_err = (F.linear(xl, wl, bl).double() - ref).abs().max()
+    assert y.dtype == dtype and y.shape == (3, 17, 200) and y.is_contiguous()
+    # flash-attention's rule: at most 2x the error of PyTorch's own kernel in that dtype
+    assert (y.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+    assert _stats(f"lin-{dtype}")["detected"] == 0
+
+
+def test_batched_weight_and_strided_inputs():
+    sid = site("bmm")
+    x, w = torch.randn(4, 9, 32), torch.randn(4, 32, 48)  # x @ W with W [B, K, N]
+    y = torch.ops.ftcompile.linear_global(x, w.transpose(-1, -2), None, sid)
+    torch.testing.assert_close(y, x @ w)
+    xt = torch.randn(32, 20).t()  # non-contiguous x
+    wt = torch.randn(32, 24)  # a transposed view as weight
+    torch.testing.assert_close(torch.ops.ftcompile.linear_thread(xt, wt.t(), None, sid), xt @ wt)
+
+
+@pytest.mark.parametrize("op", LINEAR_OPS)
+def test_opcheck_linear(op):
+    sid = site("opcheck")
+    for args in [(torch.randn(5, 16), torch.randn(24, 16), torch.randn(24), sid),
+                 (torch.randn(16, 5).t(), torch.randn(16, 24).t(), None, sid),
+                 (torch.randn(2, 3, 16, requires_grad=True), torch.randn(24, 16, requires_grad=True),
+                  torch.randn(24, requires_grad=True), sid)]:
+        torch.library.opcheck(op, args)
+
+
+def test_opcheck_attention():
+    sid = site("opcheck-attn", "attention")
+    q, k, v = torch.randn(2, 4, 9, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 8)
+    mask = torch.randn(9, 11)
+    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, mask, False, None, True, sid))
+    qt = torch.randn(2, 9, 4, 16).transpose(1, 2)  # non-contiguous
+    torch.library.opcheck(torch.ops.ftcompile.attention,
+                          (qt, k.repeat(1, 2, 1, 1), torch.randn(2, 4, 11, 16), None, True, 0.3, False, sid))
+
+
+ATTN_CASES = {
+    "plain": dict(),
+    "causal": dict(is_causal=True),
+    "bool-mask": dict(attn_mask=torch.rand(1, 1, 70, 150) > 0.3),
+    "float-mask": dict(attn_mask=torch.randn(70, 150)),
+    "scale": dict(scale=0.05),
+    "gqa": dict(enable_gqa=True),
+}
+
+
+@pytest.mark.parametrize("case", list(ATTN_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_matches_sdpa(case, dtype):
+    sid = site("attn", "attention")
+    kw = ATTN_CASES[case]
+    hk = 2 if case == "gqa" else 4
+    q = torch.randn(2, 4, 70, 32, dtype=dtype)
+    k, v = torch.randn(2, hk, 150, 32, dtype=dtype), torch.randn(2, hk, 150, 24, dtype=dtype)
+    if case == "causal":
+        k, v = k[:, :, :70], v[:, :, :70]
+    out = torch.ops.ftcompile.attention(q, k, v, kw.get("attn_mask"), kw.get("is_causal", False),
+                                        kw.get("scale"), kw.get("enable_gqa", False), sid)
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **{
+        key: (val.double() if isinstance(val, torch.Tensor) and val.is_floating_point() else val)
+        for key, val in kw.items()})
+    torch_err = (F.scaled_dot_product_attention(q, k, v, **kw).double() - ref).abs().max()
+    assert (out.double() - ref).abs().max() <= 2 * torch_err + 2e-6
+    assert _stats("attn")["detected"] == 0
+
+
+def test_fully_masked_rows_give_zero_like_sdpa():
+    sid = site("attn-masked", "attention")
+    q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 7, 16), torch.randn(1, 2, 7, 16)
+    mask = torch.ones(5, 7, dtype=torch.bool)
+    mask[2] = False
+    out = torch.ops.ftcompile.attention(q, k, v, mask, False, None, False, sid)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert _stats("attn-masked")["detected"] == 0
+
+
+@pytest.mark.parametrize("op", LINEAR_OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("fault", [dict(stage="accumulator", value=0.5, k_step=1),
+                                   dict(stage="accumulator", bit=30, fmt="fp32"),
+                                   dict(stage="output", bit=14, fmt="bf16"),
+                                   dict(stage="output", bit=31, fmt="fp32")])
+def test_linear_single_fault_detected_and_corrected(op, dtype, fault):
+    name = f"fault-{op.__name__}-{dtype}"
+    sid = site(name)
+    x, w, b = torch.randn(48, 256, dtype=dtype), torch.randn(160, 256, dtype=dtype), torch.randn(160, dtype=dtype)
+    clean = op(x, w, b, sid)
+    with inject(FaultSpec(site=name, index=(7, 70), **fault)) as inj:
+        y = op(x, w, b, sid)
+    assert inj.events[0].after != inj.events[0].before
+    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
+                            "nonfinite_inputs": 0}
+
+
+@pytest.mark.parametrize("op", LINEAR_OPS)
+def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(op):
+    sid = site("multi")
+    x, w = torch.randn(16, 128), torch.randn(128, 128)
+    clean = op(x, w, None, sid)
+    spec = FaultSpec(site="multi", stage="output", index=(3, 5), value=4.0, count=2)
+    with inject(spec):
+        y = op(x, w, None, sid)
+    s = _stats("multi")
+    assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
+    assert not torch.allclose(y, clean)  # never "corrected" into a (different) wrong value silently
+    rid = site("multi-re", policy="recompute")
+    with inject(FaultSpec(site="multi-re", stage="output", index=(3, 5), value=4.0, count=2)):
+        y = op(x, w, None, rid)
+    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    assert _stats("multi-re")["uncorrectable"] >= 1
+
+
+def test_symmetric_double_fault_is_not_miscorrected():
+    """Equal faults at j-1, j, j+1 point the weighted checksum at j: the recheck catches it."""
+    sid = site("sym")
+    x, w = torch.randn(4, 64), torch.randn(64, 64)
+    clean = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    spec = FaultSpec(site="sym", stage="output", index=(1, 10), value=3.0, count=3)
+    with inject(spec) as inj:  # +3 at 10, 11, 12: ratio points at 11
+        y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    assert [e.index for e in inj.events] == [(1, 10), (1, 11), (1, 12)]
+    assert _stats("sym")["uncorrectable"] == 1 and _stats("sym")["corrected"] == 0
+    assert (y - clean).abs().max() > 1
+
+
+def test_policies_detect_and_raise():
+    x, w = torch.randn(8, 64), torch.randn(32, 64)
+    sid = site("pol-detect", policy="detect")
+    clean = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    with inject(FaultSpec(site="pol-detect", stage="output", index=(2, 3), value=8.0)):
+        y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    assert _stats("pol-detect")["detected"] == 1 and _stats("pol-detect")["corrected"] == 0
+    assert (y - clean)[2, 3] == pytest.approx(8.0, abs=1e-4)
+    rid = site("model.layers.3.mlp", policy="raise")
+    with inject(FaultSpec(site="model.layers.*", stage="output", value=8.0)):
+        with pytest.raises(FaultDetected, match="model.layers.3.mlp"):
+            torch.ops.ftcompile.linear_thread(x, w, None, rid)
+
+
+@pytest.mark.parametrize("stage", ATTN_STAGES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_fault_each_stage_detected_and_corrected(stage, dtype):
+    name = f"attn-{stage}-{dtype}"
+    sid = site(name, "attention")
+    q, k, v = (torch.randn(2, 3, 40, 32, dtype=dtype), torch.randn(2, 3, 150, 32, dtype=dtype),
+               torch.randn(2, 3, 150, 32, dtype=dtype))
+    clean = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    index = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 30),
+             "rowsum": (1, 2, 30), "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9)}[stage]
+    with inject(FaultSpec(site=name, stage=stage, index=index, k_step=0 if stage != "rescale" else 1,
+                          value=2.5)) as inj:
+        out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    assert len(inj.events) == 1
+    torch.testing.assert_close(out, clean, rtol=2e-3 if dtype == torch.bfloat16 else 1e-5, atol=1e-5)
+    s = _stats(name)
+    assert s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0
+
+
+def test_attention_raise_names_site():
+    sid = site("enc.layer.0.attention", "attention", policy="raise")
+    q = torch.randn(1, 2, 16, 32)
+    with inject(FaultSpec(site=sid, stage="pv", value=5.0)):
+        with pytest.raises(FaultDetected, match="enc.layer.0.attention"):
+            torch.ops.ftcompile.attention(q, q, q, None, False, None, False, sid)
+
+
+def test_no_false_positives_over_many_random_inputs():
+    sl, sa = site("clean-lin"), site("clean-attn", "attention")
+    for trial in range(60):
+        g = torch.Generator().manual_seed(trial)
+        dtype = [torch.float32, torch.bfloat16, torch.float16][trial % 3]
+        shift, spread = [(0.0, 1.0), (1.0, 1.0), (0.0, 30.0)][trial % 3]
+        x = (torch.randn(24, 192, generator=g) * spread + shift).to(dtype)
+        w = (torch.randn(96, 192, generator=g) * 0.1).to(dtype)
+        for op in LINEAR_OPS:
+            op(x, w, None, sl)
+        # peaked (large logits) and flat rows, and masked keys
+        q = (torch.randn(1, 2, 33, 64, generator=g) * (4.0 if trial % 2 else 0.1)).to(dtype)
+        kv = torch.randn(1, 2, 97, 64, generator=g).to(dtype)
+        mask = torch.rand(33, 97, generator=g) > 0.5
+        torch.ops.ftcompile.attention(q, kv, kv, mask if trial % 4 == 0 else None, trial % 4 == 1,
+                                      None, False, sa)
+    assert _stats("clean-lin")["detected"] == 0 and _stats("clean-lin")["checks"] == 120
+    assert _stats("clean-attn")["detected"] == 0
+
+
+def test_nonfinite_inputs_are_reported_as_inputs_not_faults():
+    sid, said = site("nonfinite"), site("nonfinite-attn", "attention")
+    x = torch.randn(4, 32)
+    x[1, 3] = float("nan")
+    y = torch.ops.ftcompile.linear_global(x, torch.randn(16, 32), None, sid)
+    assert torch.isnan(y[1]).all() and torch.isfinite(y[0]).all()
+    s = _stats("nonfinite")
+    assert s["nonfinite_inputs"] == 1 and s["detected"] == 0
+    q = torch.randn(1, 1, 8, 16)
+    q[0, 0, 0, 0] = float("inf")
+    torch.ops.ftcompile.attention(q, q.abs().clamp_max(1), q.abs().clamp_max(1), None, False, None,
+                                  False, said)
+    assert _stats("nonfinite-attn")["nonfinite_inputs"] == 1
+
+
+def test_nan_produced_inside_is_a_detected_fault():
+    sid = site("nan-inside")
+    x, w = torch.randn(8, 64), torch.randn(32, 64)
+    clean = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    with inject(FaultSpec(site="nan-inside", stage="output", index=(0, 0), value=float("nan"))):
+        y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    assert _stats("nan-inside")["detected"] == 1 and _stats("nan-inside")["corrected"] == 1
+
+
+def test_weight_checksums_follow_in_place_updates():
+    sid = site("update")
+    x, lin = torch.randn(4, 32), torch.nn.Linear(32, 16)
+    torch.ops.ftcompile.linear_global(x, lin.weight.detach(), None, sid)
+    with torch.no_grad():
+        lin.weight.mul_(3.0)
+    y = torch.ops.ftcompile.linear_global(x, lin.weight.detach(), None, sid)
+    torch.testing.assert_close(y, x @ lin.weight.detach().t())
+    assert _stats("update")["detected"] == 0
+
+
+def test_bad_arguments_raise_clearly():
+    sid = site("bad")
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        torch.ops.ftcompile.linear_global(torch.randn(2, 4).double(), torch.randn(3, 4).double(), None, sid)
+    with pytest.raises(ValueError, match="features"):
+        torch.ops.ftcompile.linear_global(torch.randn(2, 5), torch.randn(3, 4), None, sid)
+    with pytest.raises(ValueError, match="not registered"):
+        torch.ops.ftcompile.linear_global(torch.randn(2, 4), torch.randn(3, 4), None, 10 ** 6)

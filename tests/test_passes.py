@@ -1,0 +1,185 @@
+"""Pattern matching on small hand-written modules (no inductor)."""
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ftcompile
+from ftcompile.passes import counters
+from graph_tools import compile_capture, ft_ops, unprotected_products
+
+ATT = torch.ops.ftcompile.attention.default
+
+
+class HandAttention(nn.Module):
+    """Variants of hand-written attention as real model code writes it."""
+
+    def __init__(self, variant):
+        super().__init__()
+        self.variant = variant
+
+    def forward(self, q, k, v, mask):
+        d = q.shape[-1]
+        if self.variant == "scale-then-mask":  # GPT-2 / BERT / Llama eager
+            s = torch.matmul(q, k.transpose(-1, -2)) * (d ** -0.5) + mask
+            p = F.softmax(s, dim=-1)
+        elif self.variant == "div-then-mask":  # older BERT
+            s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
+            p = nn.functional.softmax(s + mask, dim=-1)
+        elif self.variant == "mask-then-scale":
+            p = ((q @ k.transpose(-2, -1) + mask) * 0.125).softmax(dim=-1)
+        elif self.variant == "t5":  # no scale, position bias added in place, fp32 softmax
+            s = torch.matmul(q, k.transpose(3, 2))
+            s += mask
+            p = F.softmax(s.float(), dim=-1).type_as(s)
+        elif self.variant == "llama":  # softmax in fp32 then cast, eval dropout
+            s = torch.matmul(q, k.transpose(2, 3)) * 0.125 + mask
+            p = F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
+            p = F.dropout(p, p=0.1, training=False)
+        return torch.matmul(p, v)
+
+
+@pytest.mark.parametrize("variant", ["scale-then-mask", "div-then-mask", "mask-then-scale", "t5", "llama"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_hand_written_attention_is_replaced(variant, dtype):
+    q, k, v = (torch.randn(2, 4, 24, 64, dtype=dtype) for _ in range(3))
+    mask = torch.randn(2, 1, 24, 24, dtype=dtype)
+    model = HandAttention(variant)
+    counters.clear()
+    out, graphs = compile_capture(model, q, k, v, mask)
+    exact = model(*(t.double() for t in (q, k, v, mask)))
+    eager_err = (model(q, k, v, mask).double() - exact).abs().max()
+    assert (out.double() - exact).abs().max() <= 2 * eager_err + 1e-6  # flash-attention's rule
+    assert counters["attention_softmax"] == 1
+    assert ft_ops(graphs) == [ATT] and not unprotected_products(graphs)
+
+
+def test_training_dropout_is_left_with_reason():
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            return F.dropout((q @ k.transpose(-1, -2)).softmax(-1), p=0.1, training=True) @ v
+
+    q = torch.randn(1, 2, 8, 16)
+    report = ftcompile.explain(M(), q, q, q)
+    attn = [r for r in report.records if r.kind == "attention"]
+    assert len(attn) == 1 and attn[0].scheme == "none" and "dropout" in attn[0].reason
+    # its two matmuls are reported as unprotected activation products, not hidden
+    assert sum(r.kind == "matmul" for r in report.records) == 2
+
+
+def test_probabilities_used_elsewhere_are_left_with_reason():
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            p = (q @ k.transpose(-1, -2)).softmax(-1)
+            return p @ v, p
+
+    q = torch.randn(1, 2, 8, 16)
+    record = [r for r in ftcompile.explain(M(), q, q, q).records if r.kind == "attention"][0]
+    assert record.scheme == "none" and "output_attentions" in record.reason
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(is_causal=True), dict(scale=0.3),
+                                    dict(enable_gqa=True), dict(mask="bool"), dict(mask="float")])
+def test_sdpa_is_replaced(kwargs):
+    hk = 2 if kwargs.get("enable_gqa") else 4
+    q, k, v = torch.randn(2, 4, 20, 32), torch.randn(2, hk, 20, 32), torch.randn(2, hk, 20, 32)
+    kind = kwargs.pop("mask", None)
+    mask = None if kind is None else (torch.rand(20, 20) > 0.3 if kind == "bool" else torch.randn(20, 20))
+
+    class M(nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs)
+
+    out, graphs = compile_capture(M(), q, k, v, mask)
+    torch.testing.assert_close(out, M()(q, k, v, mask), rtol=1e-5, atol=1e-5)
+    assert ft_ops(graphs) == [ATT] and not unprotected_products(graphs)
+
+
+def test_sdpa_with_dropout_is_left_with_reason():
+    class M(nn.Module):
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, q, q, dropout_p=0.2)
+
+    record = ftcompile.explain(M(), torch.randn(1, 2, 8, 16)).records[0]
+    assert record.scheme == "none" and "dropout" in record.reason
+
+
+class Linears(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 96)
+        self.conv1d_w = nn.Parameter(torch.randn(96, 80) * 0.1)  # HF Conv1D: x @ W + b via addmm
+        self.conv1d_b = nn.Parameter(torch.randn(80))
+        self.w = nn.Parameter(torch.randn(80, 48) * 0.1)
+        self.bw = nn.Parameter(torch.randn(3, 48, 40) * 0.1)
+
+    def forward(self, x):
+        h = self.fc(x)  # [3, 10, 96]
+        h = torch.addmm(self.conv1d_b, h.view(-1, 96), self.conv1d_w).view(3, 10, 80)
+        h = h @ self.w  # matmul with a parameter
+        h = torch.bmm(h, self.bw)  # bmm with a batched parameter
+        return h @ h.transpose(-1, -2)  # activation x activation: reported, not protected
+
+
+def test_linear_patterns_and_leftover_report():
+    model, x = Linears(), torch.randn(3, 10, 64)
+    counters.clear()
+    out, graphs = compile_capture(model, x)
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+    assert sum(counters[k] for k in ("linear_global", "linear_thread")) == 4
+    left = unprotected_products(graphs)
+    assert len(left) == 1  # only the activation product
+    report = ftcompile.explain(model, x)
+    names = {r.name: r for r in report.records}
+    assert {"fc", "conv1d_w", "w", "bw"} <= set(names)
+    assert names["conv1d_w"].op == "addmm" and names["bw"].op == "bmm"
+    leftover = [r for r in report.records if r.kind == "matmul"]
+    assert len(leftover) == 1 and "two activations" in leftover[0].reason
+    assert "left unprotected: 1" in str(report)
+
+
+def test_scheme_overrides_and_min_flops():
+    mlp = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.Linear(512, 2))
+    x = torch.randn(1, 512)
+    report = ftcompile.explain(mlp, x, device="T4", schemes={"2": "global"}, min_flops=5000)
+    schemes = {r.name: r.scheme for r in report.records}
+    assert schemes == {"0": "thread", "2": "global", "3": "none"}
+    assert "forced" in report.by_name("2").reason and "min_flops" in report.by_name("3").reason
+
+
+def test_float64_model_is_explained_fallback():
+    mlp = nn.Sequential(nn.Linear(64, 64)).double()
+    x = torch.randn(8, 64, dtype=torch.float64)
+    out, graphs = compile_capture(mlp, x)
+    torch.testing.assert_close(out, mlp(x))
+    record = ftcompile.explain(mlp, x).records[0]
+    assert record.scheme == "none" and "float64" in record.reason
+
+
+def test_explain_report_json_and_text():
+    mlp = nn.Sequential(nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 8)).half()
+    report = ftcompile.explain(mlp, torch.randn(32, 32).half(), device="T4")
+    data = __import__("json").loads(report.to_json())
+    assert data["device"] == "T4" and len(data["sites"]) == 2 and data["graph_breaks"] == 0
+    assert data["sites"][0]["intensity"] == pytest.approx(10.67, abs=0.01)
+    text = str(report)
+    assert "thread" in text and "aggregate intensity" in text and "graph breaks: 0" in text
+
+
+def test_explain_counts_graph_breaks():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(64, 64), nn.Linear(64, 64)
+
+        def forward(self, x):
+            x = self.a(x)
+            torch._dynamo.graph_break()
+            return self.b(x)
+
+    report = ftcompile.explain(M(), torch.randn(4, 64))
+    assert report.graph_count == 2 and report.graph_breaks == 1
+    assert {r.name for r in report.protected} == {"a", "b"}
+    assert "graph_break()" in report.break_reasons[0]
