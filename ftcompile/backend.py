@@ -46,7 +46,8 @@ def rewrite(gm: GraphModule, example_inputs, config: FTConfig) -> GraphModule:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     values = {n.name: v for n, v in zip(placeholders, example_inputs)}
     _graph_counter[0] += 1
-    ctx = PassContext(config=config, spec=spec, graph_index=_graph_counter[0], values=values)
+    ctx = PassContext(config=config, spec=spec, graph_index=_graph_counter[0], values=values,
+                      device=_device_of(example_inputs) or torch.device("cpu"))
     for _, run in PASSES:
         gm = run(gm, ctx)
         gm.graph.lint()

@@ -77,8 +77,6 @@ class FTReport:
         rows = []
         for r in self.records:
             reason = r.reason
-            if r.measured:
-                reason += " [measured: " + ", ".join(f"{k} {v:.3f} ms" for k, v in r.measured.items()) + "]"
             rows.append([r.name, r.kind, r.op, r.shapes, r.dtype, _si(r.flops),
                          _si(r.bytes), _num(r.intensity, ".1f"), _num(r.cmr, ".0f"),
                          r.scheme, reason])

@@ -40,6 +40,7 @@ class PassContext:
     spec: DeviceSpec
     graph_index: int
     values: Dict[str, Any]  # placeholder name -> the real example input (weights are real)
+    device: torch.device = torch.device("cpu")  # where the graph runs (profile mode times there)
     records: List[SiteRecord] = field(default_factory=list)
     names: Counter = field(default_factory=Counter)
 

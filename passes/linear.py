@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 from torch.fx import GraphModule, Node
 
-from ftcompile.cost import linear_cost
+from ftcompile.cost import hint, linear_cost
 
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
                      is_call, is_parameter, mark, module_path, parameter_path, register_site,
@@ -51,6 +51,21 @@ def _blocker(fx: torch.Tensor, fw_nk: torch.Tensor, fb: Optional[torch.Tensor]) 
     return None
 
 
+def _profile(record, fx, fw_nk, has_bias: bool, ctx: PassContext) -> None:
+    """selection="profile": time both schemes on this site's shapes and keep the faster."""
+    from ftcompile import profiling
+
+    scheme, times = profiling.choose(tuple(hint(s) for s in fx.shape),
+                                     tuple(hint(s) for s in fw_nk.shape), has_bias, fx.dtype,
+                                     ctx.device)
+    base = times["none"]
+    record.measured = {"unprotected": base, "global": times["global"], "thread": times["thread"]}
+    record.scheme = scheme
+    record.reason = (f"profiled on {ctx.device}: global {100 * (times['global'] / base - 1):+.0f}%, "
+                     f"thread {100 * (times['thread'] / base - 1):+.0f}% over unprotected "
+                     f"({base:.3f} ms) -> {scheme}")
+
+
 def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
     for node in list(gm.graph.nodes):
         if node.meta.get("ft_seen"):
@@ -79,6 +94,8 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                         _blocker(fx, fw_nk, fb))
         if record.scheme not in OPS:
             continue
+        if ctx.config.selection == "profile" and ctx.config.override_for(name) is None:
+            _profile(record, fx, fw_nk, fb is not None, ctx)
         site = register_site(ctx, record)
         weight = _transposed(gm, w, node) if weight_nk else w
         replace(gm, node, OPS[record.scheme], (x, weight, b, site), dead=())

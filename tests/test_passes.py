@@ -183,3 +183,13 @@ def test_explain_counts_graph_breaks():
     assert report.graph_count == 2 and report.graph_breaks == 1
     assert {r.name for r in report.protected} == {"a", "b"}
     assert "graph_break()" in report.break_reasons[0]
+
+
+def test_profile_selection_times_both_schemes_and_keeps_the_faster():
+    mlp = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+    report = ftcompile.explain(mlp, torch.randn(8, 64), selection="profile")
+    for record in report.records:
+        m = record.measured
+        assert set(m) == {"unprotected", "global", "thread"} and all(v > 0 for v in m.values())
+        assert record.scheme == min(("global", "thread"), key=m.__getitem__)
+        assert "profiled" in record.reason and "over unprotected" in record.reason

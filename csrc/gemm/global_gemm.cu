@@ -61,6 +61,29 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// The pipelined k-loop of one consumer warpgroup over k-steps [k_begin, k_end) of a tile.
+template <typename T>
+__device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int k_begin, int k_end, int& it,
+                                         int wgc, int lane) {
+  for (int ks = k_begin; ks < k_end; ++ks, ++it) {
+    const int slot = it % STAGES;
+    mbar_wait(&sm.full[slot], (it / STAGES) & 1);
+    const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
+    const uint32_t sb = smem_u32(base + slot * STAGE_BYTES + A_BYTES);
+    const uint64_t da = make_desc(sa), db = make_desc(sb);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (ks > k_begin && lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+  }
+  if (k_end > k_begin) {  // the last stage is released once its wgmma retired
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+  }
+}
+
 struct TileCoord { int b, mt, nt; };
 // Grouped rasterisation: GROUP_M M-tiles sweep N together so W tiles are reused from L2.
 __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
@@ -175,6 +198,42 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
     }
 }
 
+// Fault injection into the finished tile (no wgmma in flight: ptxas keeps the pipeline async).
+// "output" faults hit the final fp32 value. An accumulator fault "after k-step t" changes the
+// final value by corrupt(v_t) - v_t, v_t = the partial sum over the first 64(t+1) k (recomputed
+// by the owner's warp, fp32, no bias): the same element ends up with the same error.
+template <typename T>
+__device__ void inject_tile(float* acc, const Args& a, const Injection& inj, const TileCoord& c, int64_t r_lo,
+                            int wgc, int wi, int lane) {
+  const int64_t M = a.M, ib = inj.row / M, im = inj.row % M;
+  const int64_t warp_row0 = r_lo - lane / 4;  // first row of this warp's 16
+  if (ib != c.b || inj.col / BN != c.nt || im < warp_row0 || im >= warp_row0 + 16) return;
+  const int lr = (int)(im - warp_row0), lc = inj.col % BN;
+  const bool owner = lane == (lr % 8) * 4 + (lc % 8) / 2;
+  const int idx = 4 * (lc / 8) + 2 * (lr / 8) + (lc % 2);
+  float v = 0.f;
+#pragma unroll
+  for (int r = 0; r < 128; ++r) v = (r == idx) ? acc[r] : v;
+  float after;
+  if (inj.step >= 0) {
+    const T* xr = static_cast<const T*>(a.x) + c.b * a.x_bstride + im * a.x_rstride;
+    const T* wr = static_cast<const T*>(a.w) + c.b * a.w_bstride + (int64_t)inj.col * a.w_rstride;
+    const int64_t len = min(a.K, (int64_t)64 * (inj.step + 1));
+    const float vt = warp_dot(xr, wr, len, lane);
+    const float ct = corrupt(vt, inj);
+    after = v + (ct - vt);
+    if (owner && a.inj_log) { a.inj_log[2 * inj.slot] = vt; a.inj_log[2 * inj.slot + 1] = ct; }
+    if (!isfinite(ct)) after = ct + (v - vt);  // keep Inf/NaN as the hardware would
+  } else {
+    after = corrupt(v, inj);
+    if (owner && a.inj_log) { a.inj_log[2 * inj.slot] = v; a.inj_log[2 * inj.slot + 1] = after; }
+  }
+  if (owner) {
+#pragma unroll
+    for (int r = 0; r < 128; ++r) acc[r] = (r == idx) ? after : acc[r];
+  }
+}
+
 template <typename T, bool PROTECT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
@@ -200,7 +259,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     if (warp == 0) {
-      if (lane != 0) return;
+      if (lane == 0) {
       int it = 0;
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
         const TileCoord c = tile_coord(t, tm_n, tn_n);
@@ -213,9 +272,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
         }
       }
-      return;
-    }
-    if constexpr (PROTECT) {
+      }
+    } else if constexpr (PROTECT) {
       // x-side statistics for this tile's slice of K: 3 warps, one row at a time, 16-byte loads.
       Ws ws(args.ws, args.batch * M, (int64_t)args.batch * tm_n);
       const int sw = warp - 1;
@@ -263,49 +321,19 @@ __global__ void __launch_bounds__(THREADS, 1)
         named_bar_sync(1, SYNC_THREADS);
       }
     }
-    return;
-  }
-
+  } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   const int wgc = wg - 1, wi = warp % 4, ct = tid - 128;
   float acc[128];
-#pragma unroll
-  for (int r = 0; r < 128; ++r) acc[r] = 0.f;
   int it = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
     const TileCoord c = tile_coord(t, tm_n, tn_n);
-    for (int ks = 0; ks < nk; ++ks, ++it) {
-      const int slot = it % STAGES;
-      mbar_wait(&sm.full[slot], (it / STAGES) & 1);
-      const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
-      const uint32_t sb = smem_u32(base + slot * STAGE_BYTES + A_BYTES);
-      const uint64_t da = make_desc(sa), db = make_desc(sb);
-      wgmma_fence();
+    // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
+    // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
-      wgmma_commit();
-      wgmma_wait<1>();
-      if (ks > 0 && lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
-      if constexpr (PROTECT) {
-        for (int i = 0; i < args.n_inj; ++i) {  // accumulator faults "after k-step ks"
-          const Injection& inj = args.inj[i];
-          if (inj.step != ks) continue;
-          const int64_t ib = inj.row / M, im = inj.row % M;
-          if (ib != c.b || im / BM != c.mt || inj.col / BN != c.nt || (im % BM) / 64 != wgc) continue;
-          wgmma_wait<0>();
-          const int lr = (int)(im % 64), lc = inj.col % BN;
-          if (wi == lr / 16 && lane == ((lr % 16) % 8) * 4 + (lc % 8) / 2) {
-            const int idx = 4 * (lc / 8) + 2 * ((lr % 16) / 8) + (lc % 2);
-#pragma unroll
-            for (int r = 0; r < 128; ++r)
-              if (r == idx) acc[r] = inject_one(acc[r], inj, args.inj_log);
-          }
-        }
-      }
-    }
-    wgmma_wait<0>();
-    if (lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+    for (int r = 0; r < 128; ++r) acc[r] = 0.f;
+    mainloop<T>(acc, sm, base, 0, nk, it, wgc, lane);
 
     // ---------------------------------------------------------- epilogue
     const int64_t r_lo = (int64_t)c.mt * BM + wgc * 64 + wi * 16 + lane / 4, r_hi = r_lo + 8;
@@ -316,20 +344,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       acc[4 * j] += b0; acc[4 * j + 1] += b1; acc[4 * j + 2] += b0; acc[4 * j + 3] += b1;
     }
     if constexpr (PROTECT) {
-      for (int i = 0; i < args.n_inj; ++i) {  // output-stage faults: final fp32 value, before the check
-        const Injection& inj = args.inj[i];
-        if (inj.step != -1) continue;
-        const int64_t ib = inj.row / M, im = inj.row % M;
-        if (ib != c.b || inj.col / BN != c.nt) continue;
-        const int lc = inj.col % BN;
-        const bool lo = im == r_lo, hi = im == r_hi;
-        if ((lo || hi) && (lc % 8) / 2 == lane % 4) {
-          const int idx = 4 * (lc / 8) + (hi ? 2 : 0) + (lc % 2);
-#pragma unroll
-          for (int r = 0; r < 128; ++r)
-            if (r == idx) acc[r] = inject_one(acc[r], inj, args.inj_log);
-        }
-      }
+      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, wgc, wi, lane);
     }
     T* yb = static_cast<T*>(args.y) + (int64_t)c.b * M * N;
     const bool pairs = (N % 2) == 0;
@@ -440,6 +455,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       named_bar_sync(2, 256);  // sm.last / counters are reused by the next tile
     }
+  }
   }
 }
 

@@ -1,0 +1,82 @@
+"""``selection="profile"``: time both GEMM schemes for a linear site, the way the intensity-guided
+ABFT paper's profiler does, and keep the cheaper one.
+
+Each (scheme, shape, dtype, device) is timed once per process on random inputs (never zeros) of
+the site's shapes, with the unprotected F.linear as the baseline, so explain can show the measured
+overhead of each scheme. On CUDA the ops run the CUDA kernels when they are built; elsewhere the
+reference algorithm is what gets timed.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from . import telemetry
+
+_PROFILE_SITE = "<profile>"
+
+
+def _timer(device: torch.device):
+    if device.type == "cuda":
+        def run(fn, reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) / reps
+    else:
+        def run(fn, reps):
+            begin = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            return (time.perf_counter() - begin) * 1e3 / reps
+    return run
+
+
+@functools.lru_cache(maxsize=None)
+def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: torch.dtype,
+                        device: str) -> Dict[str, float]:
+    """Median-free but warmed mean ms per call of: plain F.linear, global, thread."""
+    dev = torch.device(device)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(wbatch, m, k, generator=gen).to(dev, dtype)
+    w = (torch.randn(wbatch, n, k, generator=gen) / k ** 0.5).to(dev, dtype)
+    b = torch.randn(n, generator=gen).to(dev, dtype) if bias else None
+    if wbatch == 1:
+        x, w = x[0], w[0]
+    site = telemetry.register(_PROFILE_SITE, "linear", "profile", "detect", 2.5, 1.0)
+    candidates = {
+        "none": lambda: (x @ w.transpose(-2, -1) + (b if b is not None else 0)) if wbatch > 1
+        else F.linear(x, w, b),
+        "global": lambda: torch.ops.ftcompile.linear_global(x, w, b, site),
+        "thread": lambda: torch.ops.ftcompile.linear_thread(x, w, b, site),
+    }
+    run = _timer(dev)
+    out = {}
+    for name, fn in candidates.items():
+        with torch.no_grad():
+            fn()  # warm-up: builds kernels, caches weight checksums
+            once = max(run(fn, 1), 1e-3)
+            reps = int(min(max(20.0 / once, 3), 200))  # about 20 ms of work per measurement
+            out[name] = run(fn, reps)
+    return out
+
+
+def choose(x_shape: Tuple[int, ...], w_shape: Tuple[int, ...], bias: bool, dtype: torch.dtype,
+           device: torch.device) -> Tuple[str, Dict[str, float]]:
+    """The faster protected scheme for this site, and every measured time (ms)."""
+    k, n = w_shape[-1], w_shape[-2]
+    wbatch = w_shape[0] if len(w_shape) == 3 else 1
+    m = 1
+    for s in x_shape[:-1]:
+        m *= s
+    m //= wbatch
+    times = time_linear_schemes(m, n, k, wbatch, bias, dtype, str(device))
+    scheme = min(("global", "thread"), key=times.__getitem__)
+    return scheme, times
