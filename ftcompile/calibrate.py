@@ -119,25 +119,33 @@ def fit(points: Dict[int, float], margin: float = MARGIN) -> Tuple[float, float]
 
 def calibrate(dtypes: Iterable[str] = tuple(DTYPES), sizes: Sequence[int] = DEFAULT_SIZES,
               rows: int = 100_000, seed: int = 0, device: Optional[str] = None,
-              show_progress: bool = True) -> Dict:
-    """Measure and fit every (dtype, path); returns the calibration record (nothing written)."""
+              show_progress: bool = True, pool: bool = True) -> Dict:
+    """Measure and fit every (dtype, path); returns the calibration record (nothing written).
+
+    ``pool``: fit the fp32_acc path of every dtype to the maxima over all dtypes measured."""
     from tqdm.auto import tqdm
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtypes = list(dtypes)
     total = sum(trials_for(n, rows) * n ** 3 for n in sizes) * len(dtypes)
-    entries = {}
+    measured = {}
     with tqdm(total=total, desc="calibrating e_max", unit="MAC", unit_scale=True,
               disable=not show_progress) as bar:
         for name in dtypes:
             bar.set_postfix_str(name)
-            worst = measure(DTYPES[name], sizes, rows, seed, dev, bar)
-            for path, points in worst.items():
-                a, b = fit(points)
-                entries[f"{name}/{path}"] = {
-                    "a": a, "b": b,
-                    "measured_max": {str(n): v for n, v in sorted(points.items())},
-                    "trials": {str(n): trials_for(n, rows) for n in sizes}}
+            measured[name] = measure(DTYPES[name], sizes, rows, seed, dev, bar)
+    # fp32_acc is the same fp32 accumulation whatever the input dtype (paper section 3.6: what
+    # matters is the accumulation and output precision): pool its maxima across dtypes.
+    pooled = {n: max(measured[d]["fp32_acc"][n] for d in dtypes) for n in sizes}
+    entries = {}
+    for name in dtypes:
+        for path, points in measured[name].items():
+            a, b = fit(pooled if path == "fp32_acc" and pool else points)
+            entries[f"{name}/{path}"] = {
+                "a": a, "b": b,
+                "measured_max": {str(n): v for n, v in sorted(points.items())},
+                "trials": {str(n): trials_for(n, rows) for n in sizes},
+                "pooled": bool(path == "fp32_acc" and pool)}
     return {"device": device_name(dev), "device_class": device_class(dev),
             "torch": torch.__version__, "date": datetime.date.today().isoformat(),
             "protocol": f"|N(1,1)| square matrices, max |E|/|checksum| over rows and trials, "
@@ -155,7 +163,7 @@ def store(record: Dict, path: Optional[Path] = None) -> Path:
     table = _read(path)
     emax = table.setdefault("emax", {})
     for key, entry in record["entries"].items():
-        value = {k: entry[k] for k in ("a", "b", "measured_max", "trials")}
+        value = {k: entry[k] for k in ("a", "b", "measured_max", "trials", "pooled") if k in entry}
         value.update(device=record["device"], date=record["date"], torch=record["torch"])
         emax[f"{record['device']}/{key}"] = value
         emax[f"{record['device_class']}/{key}"] = value
@@ -219,6 +227,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--write-defaults", action="store_true",
                    help="also update the shipped defaults (ftcompile/data/emax.json)")
     p.add_argument("--json", type=Path, default=None, help="also write the full record here")
+    p.add_argument("--no-pool", action="store_true",
+                   help="fit fp32_acc per dtype instead of pooling the dtypes' maxima")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
 
@@ -227,7 +237,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if unknown:
         p.error(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    record = calibrate(dtypes, sizes, args.rows, args.seed, args.device, not args.quiet)
+    record = calibrate(dtypes, sizes, args.rows, args.seed, args.device, not args.quiet,
+                       pool=not args.no_pool)
     print(summary(record))
     print(f"stored in {store(record, args.table)}")
     if args.write_defaults:

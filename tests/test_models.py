@@ -173,16 +173,58 @@ def test_backend_entry_point_works_without_importing_ftcompile():
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
 
 
+def test_t5_encoder_decoder_and_cross_attention():
+    cfg = transformers.T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                num_decoder_layers=2, num_heads=4, decoder_start_token_id=0)
+    t5 = transformers.T5ForConditionalGeneration(cfg).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t5 = t5
+
+        def forward(self, ids, dec):
+            return self.t5(input_ids=ids, decoder_input_ids=dec).logits
+
+    args = torch.randint(0, VOCAB, (2, 12)), torch.randint(0, VOCAB, (2, 7))
+    with torch.no_grad():
+        expected = Logits()(*args)
+    out, graphs = compile_capture(Logits(), *args)
+    torch.testing.assert_close(out, expected, rtol=TOL, atol=TOL)
+    assert not unprotected_products(graphs)
+    # encoder self, decoder self and cross attention in each layer (scale 1.0, position bias)
+    assert ft_ops(graphs).count(torch.ops.ftcompile.attention.default) == 2 + 2 * 2
+
+
+def test_unknown_device_without_override_is_a_clear_error():
+    model, args = build("gpt2", "sdpa", layers=1), inputs("gpt2")
+    with pytest.raises(Exception, match=r"unknown device 'B9000'.*options=\{'device'"):
+        torch.compile(model, backend="ft", options={"device": "B9000", "eager": True})(*args)
+
+
+def test_mlp_on_t4_thread_at_batch_1_global_at_4096():
+    mlp = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                              torch.nn.Linear(4096, 1024)).half()
+    for batch, scheme in ((1, "thread"), (4096, "global")):
+        report = ftcompile.explain(mlp, torch.randn(batch, 1024).half(), device="T4")
+        assert {r.scheme for r in report.records} == {scheme}, str(report)
+        assert all(r.cmr == pytest.approx(203, abs=1) for r in report.records)
+
+
 @pytest.mark.inductor
-@pytest.mark.parametrize("name,impl", [("gpt2", "sdpa"), ("llama", "eager")])
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
 def test_through_inductor(name, impl):
     model, args = build(name, impl, layers=1), inputs(name)
+    site = _site(name).replace(".1.", ".0.")
     with torch.no_grad():
         expected = first(model(*args))
-        out = first(torch.compile(model, backend="ft")(*args))
+        compiled = torch.compile(model, backend="ft")
+        out = first(compiled(*args))
         ftcompile.reset_stats()
-        with inject(FaultSpec(site=_site(name).replace(".1.", ".0."), stage="output", value=7.0)):
-            faulty = first(torch.compile(model, backend="ft")(*args))
+        with inject(FaultSpec(site=site, stage="output", value=7.0)):
+            faulty = first(compiled(*args))
     torch.testing.assert_close(out, expected, rtol=TOL, atol=TOL)
     torch.testing.assert_close(faulty, out, rtol=1e-4, atol=1e-4)
-    assert ftcompile.stats()[_site(name).replace(".1.", ".0.")]["corrected"] == 1
+    assert ftcompile.stats()[site]["corrected"] == 1
+    assert all(v["detected"] == 0 for k, v in ftcompile.stats().items() if k != site)

@@ -42,7 +42,8 @@ struct Args {
   float e, c_sigma;       // e_max (with safety) and the V-ABFT sigma multiplier
   int32_t policy, dtype, protect, n_inj, split, mtile;  // dtype 0 bf16, 1 fp16
   int64_t stream;
-  int32_t num_sms, pad_;
+  int32_t num_sms, ws_mtiles;  // global workspace layout: capacity in 128-row tiles and rows
+  int64_t ws_rows;
   Injection inj[kMaxInj];
 };
 

@@ -170,10 +170,10 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
   if (p >= 0) {
     const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, p);
     const float yold = Ty<T>::to_f(__ldcg(yrow + p));
-    if (isfinite(d1)) {
+    if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
-    } else {
+    } else {  // non-finite sum or stored element: recheck the stored row with the correction in
       float s = 0.f, sa = 0.f;
       for (int64_t n = lane; n < N; n += 32) {
         const float v = (n == p) ? t : Ty<T>::to_f(__ldcg(yrow + n));
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     } else if constexpr (PROTECT) {
       // x-side statistics for this tile's slice of K: 3 warps, one row at a time, 16-byte loads.
-      Ws ws(args.ws, args.batch * M, (int64_t)args.batch * tm_n);
+      Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
       const int sw = warp - 1;
       const int64_t chunk = (((K + tn_n - 1) / tn_n) + 7) / 8 * 8;
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -353,11 +353,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int j = 0; j < 32; ++j) {
       const int64_t n = col0 + 8 * j;
       if constexpr (PROTECT) {
-        const float w0 = (float)(8 * j + 2 * (lane % 4) + 1);  // tile-local position weight
+        // Tile-local position weight / 256 (<= 1: a huge faulty value cannot overflow the sum).
+        const float w0 = (float)(8 * j + 2 * (lane % 4) + 1) * (1.f / BN), w1 = w0 + 1.f / BN;
         s1a += acc[4 * j] + acc[4 * j + 1];
         s1b += acc[4 * j + 2] + acc[4 * j + 3];
-        s2a += w0 * acc[4 * j] + (w0 + 1.f) * acc[4 * j + 1];
-        s2b += w0 * acc[4 * j + 2] + (w0 + 1.f) * acc[4 * j + 3];
+        s2a += w0 * acc[4 * j] + w1 * acc[4 * j + 1];
+        s2b += w0 * acc[4 * j + 2] + w1 * acc[4 * j + 3];
       }
       if (pairs && n + 1 < N) {
         if (r_lo < M) *reinterpret_cast<uint32_t*>(yb + r_lo * N + n) = Ty<T>::pack(acc[4 * j], acc[4 * j + 1]);
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if constexpr (!PROTECT) continue;
     else {
-      Ws ws(args.ws, args.batch * M, (int64_t)args.batch * tm_n);
+      Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
@@ -381,11 +382,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         const double off = (double)c.nt * BN;  // global weight = off + local weight
         if (r_lo < M) {
           atomicAdd(ws.s1 + c.b * M + r_lo, (double)s1a);
-          atomicAdd(ws.s2 + c.b * M + r_lo, (double)s2a + off * (double)s1a);
+          atomicAdd(ws.s2 + c.b * M + r_lo, BN * (double)s2a + off * (double)s1a);
         }
         if (r_hi < M) {
           atomicAdd(ws.s1 + c.b * M + r_hi, (double)s1b);
-          atomicAdd(ws.s2 + c.b * M + r_hi, (double)s2b + off * (double)s1b);
+          atomicAdd(ws.s2 + c.b * M + r_hi, BN * (double)s2b + off * (double)s1b);
         }
       }
       __threadfence();

@@ -187,6 +187,8 @@ def _plan(injections, n_tiles):
     for inj in injections:
         g = inj.generator()
         step = inj.spec.k_step
+        if step is None and inj.spec.index is not None and inj.spec.stage in ("score", "exp"):
+            step = inj.spec.index[-1] // BC  # a given key position fixes its tile
         if step is None:
             lo = 1 if inj.spec.stage == "rescale" and n_tiles > 1 else 0
             step = int(torch.randint(lo, n_tiles, (1,), generator=g))
@@ -200,6 +202,9 @@ def _inject(plan, t, stage, tensor, site_name):
         if index is None:
             index = injection.draw_index(tuple(tensor.shape), g)
         elif stage in ("score", "exp"):  # user indices are global key positions
+            if not t * BC <= index[-1] < t * BC + tensor.shape[-1]:
+                raise ValueError(f"FaultSpec index {tuple(index)}: key {index[-1]} is not in key "
+                                 f"tile {t} (keys {t * BC}..{t * BC + tensor.shape[-1] - 1})")
             index = (*index[:-1], index[-1] - t * BC)
         injection.apply(tensor, inj, site_name, tuple(index), spread_step=checksum.STRIDE
                         if stage in ("score", "exp", "pv", "rescale") else 1)

@@ -114,7 +114,9 @@ def _inject_2d(acc: torch.Tensor, inj, g, site_name: str, spread_step: int) -> N
     wb, m, n = acc.shape
     flat = acc.view(wb * m, n)
     index = inj.spec.index if inj.spec.index is not None else injection.draw_index((wb * m, n), g)
-    injection.apply(flat, inj, site_name, tuple(index), spread_step=spread_step)
+    # Strided groups live inside one N_TILE-wide tile: keep a spec's faults in that tile.
+    injection.apply(flat, inj, site_name, tuple(index), spread_step=spread_step,
+                    spread_span=N_TILE if spread_step > 1 else None)
 
 
 def _recompute(x3, w3, bias, b: int, i: int, j: Optional[int] = None) -> torch.Tensor:

@@ -145,16 +145,34 @@ def draw_index(shape: Tuple[int, ...], g: torch.Generator) -> Tuple[int, ...]:
     return tuple(int(torch.randint(0, max(int(s), 1), (1,), generator=g)) for s in shape)
 
 
+def group_positions(size: int, i0: int, step: int = 1, span: Optional[int] = None) -> List[int]:
+    """Positions along a dimension of ``size`` that share a check group with position i0.
+
+    A group is every ``step``-th element of an aligned block of ``span`` elements (default: the
+    whole dimension): the row of a global check (step 1), the lane of a strided tensor checksum
+    (step 8 within a 64-wide tile)."""
+    span = span or size
+    base = (i0 // span) * span
+    return list(range(base + (i0 - base) % step, min(base + span, size), step))
+
+
 def apply(t: torch.Tensor, inj: Injection, site_name: str, index: Tuple[int, ...],
-          extra: int = 0, spread_dim: int = -1, spread_step: int = 1) -> None:
-    """Corrupt t[index] in place (and ``count - 1`` further elements of the same check interval,
-    ``spread_step`` apart along ``spread_dim``), logging each event."""
+          extra: int = 0, spread_dim: int = -1, spread_step: int = 1,
+          spread_span: Optional[int] = None) -> None:
+    """Corrupt t[index] in place, and for ``count`` > 1 the next ``count - 1`` elements of the
+    same check group (``group_positions`` along ``spread_dim``), logging each event."""
     spec = inj.spec
+    size = t.shape[spread_dim]
+    index = tuple(int(i) for i in index)
+    i0 = index[spread_dim] % size
+    slots = group_positions(size, i0, spread_step, spread_span) if spec.count > 1 else [i0]
+    if spec.count > len(slots):
+        raise ValueError(f"FaultSpec.count={spec.count} exceeds the {len(slots)} elements of the "
+                         f"check group at {index} in {site_name} ({spec.stage})")
+    p0 = slots.index(i0)
     for c in range(spec.count):
         idx = list(index)
-        if c:
-            size = t.shape[spread_dim]
-            idx[spread_dim] = (idx[spread_dim] + c * spread_step) % size
+        idx[spread_dim] = slots[(p0 + c) % len(slots)]
         idx = tuple(idx)
         before = t[idx].float().clone()
         after = corrupt(before, spec)

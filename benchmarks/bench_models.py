@@ -1,0 +1,114 @@
+"""Whole models on the GPU: eager, inductor (default backend) and backend="ft" (inductor), the
+ANCHORS.md configurations, random weights. Prints a table of ms per forward and ft's overhead
+over inductor, measured in one run, and writes JSON + markdown under --out.
+
+    python benchmarks/bench_models.py --out benchmarks/results
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+CONFIGS = {
+    # name: (builder, dtype, batch, seq)
+    "gpt2-small fp16 8x512": ("gpt2", torch.float16, 8, 512),
+    "bert-base fp16 32x128": ("bert", torch.float16, 32, 128),
+    "llama-1b bf16 1x2048": ("llama", torch.bfloat16, 1, 2048),
+    "llama-1b bf16 8x512": ("llama", torch.bfloat16, 8, 512),
+}
+
+
+def build(kind: str):
+    import transformers as tf
+    if kind == "gpt2":
+        return tf.GPT2LMHeadModel(tf.GPT2Config(attn_implementation="sdpa"))
+    if kind == "bert":
+        return tf.BertModel(tf.BertConfig(attn_implementation="sdpa"))
+    return tf.LlamaForCausalLM(tf.LlamaConfig(
+        hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, vocab_size=32000, attn_implementation="sdpa"))
+
+
+def time_ms(fn, reps: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--only", default=None, help="substring of a config name")
+    args = parser.parse_args()
+    import ftcompile
+
+    rows = []
+    for name, (kind, dtype, batch, seq) in CONFIGS.items():
+        if args.only and args.only not in name:
+            continue
+        torch.manual_seed(0)
+        model = build(kind).eval().cuda().to(dtype)
+        ids = torch.randint(0, 1000, (batch, seq), device="cuda")
+        row = {"model": name}
+        with torch.no_grad():
+            row["eager_ms"] = time_ms(lambda: model(ids))
+            torch._dynamo.reset()
+            t0 = time.time()
+            ind = torch.compile(model)
+            ind(ids)
+            row["inductor_compile_s"] = time.time() - t0
+            row["inductor_ms"] = time_ms(lambda: ind(ids))
+            torch._dynamo.reset()
+            t0 = time.time()
+            ft = torch.compile(model, backend="ft")
+            out = ft(ids)
+            row["ft_compile_s"] = time.time() - t0
+            row["ft_ms"] = time_ms(lambda: ft(ids))
+            ref = ind(ids)
+            first = lambda o: o[0] if isinstance(o, tuple) else (o.logits if hasattr(o, "logits") else o.last_hidden_state)
+            row["max_abs_diff_vs_inductor"] = (first(out).float() - first(ref).float()).abs().max().item()
+        report = ftcompile.explain(model, ids)
+        row["sites_protected"] = len(report.protected)
+        row["sites_left"] = len(report.unprotected)
+        row["schemes"] = {s: sum(r.scheme == s for r in report.records) for s in ("efta", "global", "thread", "none")}
+        row["ft_over_inductor"] = row["ft_ms"] / row["inductor_ms"]
+        stats = ftcompile.stats()
+        row["false_alarms"] = sum(v["detected"] for v in stats.values())
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del model
+        torch.cuda.empty_cache()
+
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "python": platform.python_version()}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "models.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    lines = ["| model | eager ms | inductor ms | ft ms | ft / inductor | protected | left | schemes | max diff | false alarms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['eager_ms']:.2f} | {r['inductor_ms']:.2f} | {r['ft_ms']:.2f} | "
+                     f"{r['ft_over_inductor']:.2f}x | {r['sites_protected']} | {r['sites_left']} | "
+                     f"{r['schemes']} | {r['max_abs_diff_vs_inductor']:.2e} | {r['false_alarms']} |")
+    table = "\n".join(lines)
+    with open(os.path.join(args.out, "models.md"), "w") as f:
+        f.write(f"# Whole models on {meta['gpu']} (torch {meta['torch']}, CUDA {meta['cuda']})\n\n{table}\n")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+// C entry point: argument checks at the boundary, then dispatch on (dtype, head dim, protection).
+#include "efta_api.cuh"
+
+using namespace efta;
+
+extern "C" int efta_attention_forward(const HostArgs* a) {
+  if (a == nullptr) return EFTA_ERR_ARGS;
+  if ((a->D != 64 && a->D != 128) || (a->dtype != 0 && a->dtype != 1)) return EFTA_ERR_ARGS;
+  if (a->B < 1 || a->Hq < 1 || a->Hk < 1 || a->Hq % a->Hk || a->Sq < 1 || a->Sk < 1 || a->scale <= 0.0)
+    return EFTA_ERR_ARGS;
+  if (a->B > 65535 || a->Hq > 65535 || a->n_inj > kMaxInj || a->n_tiles != (a->Sk + kBlockN - 1) / kBlockN)
+    return EFTA_ERR_ARGS;
+  if (a->protect && (a->kc == 0 || a->kn == 0 || a->vc == 0 || a->counters == 0 || a->nf_token == 0))
+    return EFTA_ERR_ARGS;
+  Params p;
+  p.q = reinterpret_cast<const void*>(a->q);
+  p.k = reinterpret_cast<const void*>(a->k);
+  p.v = reinterpret_cast<const void*>(a->v);
+  p.o = reinterpret_cast<void*>(a->o);
+  p.q_sb = a->q_sb; p.q_sh = a->q_sh; p.q_ss = a->q_ss;
+  p.k_sb = a->k_sb; p.k_sh = a->k_sh; p.k_ss = a->k_ss;
+  p.v_sb = a->v_sb; p.v_sh = a->v_sh; p.v_ss = a->v_ss;
+  p.o_sb = a->o_sb; p.o_sh = a->o_sh; p.o_ss = a->o_ss;
+  p.mask = reinterpret_cast<const float*>(a->mask);
+  p.m_sb = a->m_sb; p.m_sh = a->m_sh; p.m_sq = a->m_sq; p.m_sk = a->m_sk;
+  p.B = (int)a->B; p.Hq = (int)a->Hq; p.Hk = (int)a->Hk; p.Sq = (int)a->Sq; p.Sk = (int)a->Sk;
+  p.causal = (int)a->causal; p.n_tiles = (int)a->n_tiles;
+  p.scale = (float)a->scale;
+  p.kc = reinterpret_cast<const void*>(a->kc);
+  p.kn = reinterpret_cast<const float*>(a->kn);
+  p.vc = reinterpret_cast<const void*>(a->vc);
+  p.kc_unscale = (float)a->kc_unscale; p.vc1_unscale = (float)a->vc1_unscale; p.vc2_unscale = (float)a->vc2_unscale;
+  p.c_gemm = (float)a->c_gemm; p.e_out = (float)a->e_out; p.tol_agree = (float)a->tol_agree;
+  p.policy = (int)a->policy;
+  p.counters = reinterpret_cast<unsigned long long*>(a->counters);
+  p.alarms = reinterpret_cast<unsigned long long*>(a->alarms);
+  p.dbg = reinterpret_cast<float*>(a->dbg);
+  p.nf_token = reinterpret_cast<int*>(a->nf_token);
+  p.call_id = (int)a->call_id;
+  p.inj = reinterpret_cast<const InjRec*>(a->inj);
+  p.n_inj = (int)a->n_inj;
+  p.inj_log = reinterpret_cast<float*>(a->inj_log);
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
+  const bool prot = a->protect != 0;
+  cudaError_t e;
+  if (a->dtype == 0) e = a->D == 64 ? launch_bf16_64(p, prot, s) : launch_bf16_128(p, prot, s);
+  else e = a->D == 64 ? launch_fp16_64(p, prot, s) : launch_fp16_128(p, prot, s);
+  return (int)e;
+}
+
+extern "C" int efta_abi_version() { return (int)(sizeof(HostArgs) / 8) * 1000 + (int)sizeof(InjRec); }

@@ -1,0 +1,28 @@
+// Host entry point of the EFTA attention kernels (a C ABI, so Python drives it through ctypes and these
+// files build with nvcc alone; torch's cpp_extension only compiles and loads the library).
+#pragma once
+#include "efta_common.cuh"
+
+namespace efta {
+
+// Every field is 8 bytes wide: ftcompile/ops/cuda_attention.py mirrors it as a ctypes.Structure.
+struct HostArgs {
+  int64_t q, k, v, o;
+  int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
+  int64_t mask, m_sb, m_sh, m_sq, m_sk;
+  int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles;
+  int64_t kc, kn, vc;
+  int64_t policy, counters, alarms, dbg, nf_token, call_id, inj, n_inj, inj_log;
+  int64_t stream;
+  double scale, kc_unscale, vc1_unscale, vc2_unscale, c_gemm, e_out, tol_agree;
+};
+
+cudaError_t launch_bf16_64(const Params& p, bool protect, cudaStream_t s);
+cudaError_t launch_bf16_128(const Params& p, bool protect, cudaStream_t s);
+cudaError_t launch_fp16_64(const Params& p, bool protect, cudaStream_t s);
+cudaError_t launch_fp16_128(const Params& p, bool protect, cudaStream_t s);
+
+}  // namespace efta
+
+// Error codes besides cudaError_t values.
+#define EFTA_ERR_ARGS 200001

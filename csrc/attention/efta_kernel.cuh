@@ -1,0 +1,956 @@
+// EFTA: flash-attention forward (mma.sync m16n8k16, ldmatrix, cp.async) with the EFTA paper's hybrid
+// protection inside the kernel; kProtect=false is the same kernel with every protection step removed.
+//
+// CTA: 128 query rows, 4 warps x 2 m16 tiles; key tiles of 64 (the reference's BC); K/V double-buffered.
+//
+// Protection (per warp, per key tile), see ftcompile/abft/efta.py for the reference semantics:
+//  * GEMM-I: an extra n8 MMA tile against 8 checksum rows of K (prepass): rows 2g, 2g+1 hold the hi and
+//    lo halves (two 16-bit numbers, ~16 significant bits) of sum_{k in group g} K_k, group g = keys
+//    {8j + 2g, 8j + 2g + 1}: exactly the 16 scores lane (lane % 4 == g) holds for each of its rows, so a
+//    lane verifies its own data (no inter-thread communication, the point of strided checksums).
+//  * unified check of GEMM-I + max + EXP (Algorithm 1, line 13), once per tile and group: the product
+//    of the group's P against exp(scale * S^c - 16 m), compared in the log2 domain. The product is
+//    taken as (sum of exponent fields, product of mantissas), exact for every normal P and immune to
+//    underflow, at 3 integer/float ops per element. Tiles with masked keys check GEMM-I (sum of raw
+//    scores) and EXP (sum of clamped exponents) separately.
+//  * rowmax (SNVR): the row max must bound every lane's local max and equal one of them (or the old max).
+//  * an alarm is confirmed by recomputing the warp's tile (deterministic MMAs): counted only if the data
+//    changed, and the recomputed tile is what continues (correction of score, exp and rowmax faults).
+//  * GEMM-II + rescale + normalisation: one n8 MMA tile against 8 checksum columns of V
+//    [c1 hi, lo, lo2, c2 hi, lo, lo2, ones, |v|] rescaled together with O, verified once at the end;
+//    c2 (weights d+1) locates a single fault, which is rebuilt from c1 (the paper's correction).
+//  * rowsum (SNVR): l in [sum_k exp(m_k - m), n_keys] and equal to the MMA-path row sum (ones column);
+//    repaired from it.
+#pragma once
+#include "efta_common.cuh"
+
+namespace efta {
+
+// Element offset of (row, 16-byte chunk) in a tile with D elements per row: the chunk index is XORed
+// with row % 8 so that the 8 rows one ldmatrix phase reads sit in 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// m16 tiles per warp: 2 for d=64 (B fragments reused twice); 1 for d=128, where 2 would need more than
+// 255 registers (O alone is 128 floats per lane) and spill.
+template <int D>
+__host__ __device__ constexpr int m_tiles() { return D <= 64 ? 2 : 1; }
+template <int D>
+__host__ __device__ constexpr int block_m() { return 64 * m_tiles<D>(); }
+
+template <typename T, int D, bool kProtect>
+__host__ __device__ constexpr size_t smem_bytes() {
+  return sizeof(T) * (block_m<D>() * D + 4 * kBlockN * D + (kProtect ? 2 * 8 * D + 2 * kBlockN * 8 : 0)) +
+         (kProtect ? 2 * 4 * sizeof(float) : 0);
+}
+
+// Per-warp running state.
+template <int D, int MT>
+struct State {
+  float o[MT][D / 8][4];
+  float oc[MT][4];
+  float m[2 * MT], l[2 * MT], lower[2 * MT], qn[2 * MT];
+};
+
+// One tile's softmax results.
+template <int MT>
+struct TileOut {
+  float m_new[2 * MT], tm[2 * MT], lsum[2 * MT], gs[2 * MT], gx[2 * MT], M[2 * MT];
+  uint32_t E[2 * MT];
+  uint32_t pa[MT][4][4];
+  bool rowbad[2 * MT], grpbad[2 * MT];
+};
+
+struct Ctx {
+  int lane, w, b, h, t, wrow0, rows, j0, Sq, Sk, causal;  // rows: query rows per warp
+  const float* mask;  // offset to (b, h)
+  int64_t m_sq, m_sk;
+  float scale, scale_log2, kc_unscale, c_gemm, A;
+  const InjRec* inj;
+  int n_inj;
+  float* inj_log;
+  float* dbg;
+};
+
+template <typename F>
+__device__ __forceinline__ void for_recs(const Ctx& cx, int stage, F f) {
+  for (int r = 0; r < cx.n_inj; ++r) {
+    const InjRec rec = cx.inj[r];
+    if (rec.stage == stage && rec.tile == cx.t && rec.b == cx.b && rec.h == cx.h && rec.row >= cx.wrow0 &&
+        rec.row < cx.wrow0 + cx.rows)
+      f(r, rec);
+  }
+}
+
+// Corrupt element (row rl of the warp, column col) of an accumulator fragment array.
+template <int N, int MT>
+__device__ __forceinline__ void inj_frag(float (&a)[MT][N][4], int rl, int col, const InjRec& rec, float* log,
+                                         int lane) {
+  const int mt = rl >> 4, hh = (rl >> 3) & 1, nt = col >> 3, e = (col & 1) + 2 * hh;
+  if ((lane >> 2) != (rl & 7) || (lane & 3) != ((col >> 1) & 3)) return;
+#pragma unroll
+  for (int m2 = 0; m2 < MT; ++m2)
+#pragma unroll
+    for (int n2 = 0; n2 < N; ++n2)
+#pragma unroll
+      for (int e4 = 0; e4 < 4; ++e4)
+        if (m2 == mt && n2 == nt && e4 == e) {
+          const float before = a[m2][n2][e4], after = corrupt(before, rec);
+          a[m2][n2][e4] = after;
+          log[0] = before;
+          log[1] = after;
+        }
+}
+
+__device__ __forceinline__ int rr_of(int rl) { return 2 * (rl >> 4) + ((rl >> 3) & 1); }
+
+// S = Q K^T for the warp's 32 rows and the tile's 64 keys, and S^c = Q (K^c)^T.
+// Per-lane byte offsets of the ldmatrix rows inside a swizzled tile. A k-step (or n-pair) ks moves the
+// chunk by 2: with the XOR swizzle that is (offset ^ (ks << 5)) plus an immediate row offset.
+struct LaneOff {
+  uint32_t q, k, v, kc;
+};
+template <int D, int MT>
+__device__ __forceinline__ LaneOff lane_offsets(int lane, int w) {
+  LaneOff L;
+  const int r8 = lane & 7;
+  L.q = (uint32_t)((16 * MT * w + r8 + 8 * ((lane >> 3) & 1)) * 2 * D + ((((lane >> 4) & 1) ^ r8) << 4));
+  L.k = (uint32_t)((r8 + 8 * (lane >> 4)) * 2 * D + ((((lane >> 3) & 1) ^ r8) << 4));
+  L.v = (uint32_t)((r8 + 8 * ((lane >> 3) & 1)) * 2 * D + ((((lane >> 4) & 1) ^ r8) << 4));
+  L.kc = (uint32_t)(r8 * 2 * D + ((((lane >> 3) & 1) ^ r8) << 4));
+  return L;
+}
+
+template <typename T, int D, bool kProtect, bool kQRegs, int MT>
+__device__ __forceinline__ void qk_mma(float (&s)[MT][8][4], float (&sc)[MT][4], const uint32_t (&qa)[MT][D / 16][4],
+                                       uint32_t sQ, uint32_t sK, uint32_t sKc, const LaneOff& L) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sc[mt][e] = 0.f;
+  }
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if constexpr (kQRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[mt][i] = qa[mt][ks][i];
+      } else {
+        ldsm_x4(a[mt], sQ + (L.q ^ (ks << 5)) + mt * 32 * D);
+      }
+    }
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bk[4];
+      ldsm_x4(bk, sK + (L.k ^ (ks << 5)) + np * 32 * D);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Elem<T>::mma(s[mt][2 * np], a[mt], bk[0], bk[1]);
+        Elem<T>::mma(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+      }
+    }
+    if constexpr (kProtect) {
+      uint32_t bc[2];
+      ldsm_x2(bc, sKc + (L.kc ^ (ks << 5)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) Elem<T>::mma(sc[mt], a[mt], bc[0], bc[1]);
+    }
+  }
+}
+
+// O += P V (and O^c += P V^c).
+template <typename T, int D, bool kProtect, int MT>
+__device__ __forceinline__ void pv_mma(State<D, MT>& st, const uint32_t (&pa)[MT][4][4], uint32_t sV, uint32_t sVc,
+                                       const LaneOff& L, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t bv[4];
+      ldsm_x4_t(bv, sV + (L.v ^ (np << 5)) + kk * 32 * D);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        Elem<T>::mma(st.o[mt][2 * np], pa[mt][kk], bv[0], bv[1]);
+        Elem<T>::mma(st.o[mt][2 * np + 1], pa[mt][kk], bv[2], bv[3]);
+      }
+    }
+    if constexpr (kProtect) {
+      uint32_t bc[2];
+      ldsm_x2_t(bc, sVc + 2 * 8 * (16 * kk + (lane & 15)));
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) Elem<T>::mma(st.oc[mt], pa[mt][kk], bc[0], bc[1]);
+    }
+  }
+}
+
+// Softmax numerators of one tile (in place in s), the tile's row max, row sums, packed P, and the
+// checks of GEMM-I + max + EXP. `hooks`: apply pending fault injections (rowmax, exp).
+template <typename T, int D, bool kProtect, bool kMasked, int MT>
+__device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
+                                             const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
+  const int lane = cx.lane, tq = lane & 3, rq = lane >> 2;
+  float lm[2 * MT];
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    lm[rr] = -INFINITY;
+    to.gs[rr] = 0.f;
+    to.gx[rr] = 0.f;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = 2 * mt + (e >> 1);
+        float x = s[mt][nt][e];
+        if constexpr (kMasked) {
+          if constexpr (kProtect) to.gs[rr] += x;  // raw scores: the GEMM-I residual
+          const int row = cx.wrow0 + 16 * mt + 8 * (e >> 1) + rq;
+          const int key = cx.j0 + 8 * nt + 2 * tq + (e & 1);
+          bool live = key < cx.Sk && row < cx.Sq && (!cx.causal || key <= row);
+          float bias = 0.f;
+          if (live && cx.mask != nullptr) {
+            bias = __ldg(cx.mask + row * cx.m_sq + key * cx.m_sk);
+            live = bias != -INFINITY;
+          }
+          x = live ? fmaf(x, cx.scale, bias) : -INFINITY;
+          s[mt][nt][e] = x;
+        }
+        lm[rr] = fmaxf(lm[rr], x);
+      }
+  if constexpr (!kMasked) {
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) lm[rr] *= cx.scale;  // scale > 0 commutes with max
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    float t = fmaxf(lm[rr], __shfl_xor_sync(kFull, lm[rr], 1));
+    t = fmaxf(t, __shfl_xor_sync(kFull, t, 2));
+    to.tm[rr] = t;
+    to.m_new[rr] = fmaxf(m_old[rr], t);
+  }
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kRowmax, [&](int r, const InjRec& rec) {
+        const int rl = rec.row - cx.wrow0, target = rr_of(rl);
+        if ((lane >> 2) != (rl & 7)) return;
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; ++rr)
+          if (rr == target) {
+            const float before = to.m_new[rr], after = corrupt(before, rec);
+            to.m_new[rr] = after;
+            if (tq == 0) {
+              cx.inj_log[2 * r] = before;
+              cx.inj_log[2 * r + 1] = after;
+            }
+          }
+      });
+    // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
+    uint32_t bits = 0;
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
+      if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
+    }
+    bits |= __shfl_xor_sync(kFull, bits, 1);
+    bits |= __shfl_xor_sync(kFull, bits, 2);
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) to.rowbad[rr] = ((bits >> rr) & 1u) || !((bits >> (rr + 4)) & 1u);
+  }
+
+  float mx[2 * MT], mu[2 * MT];
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    mu[rr] = to.m_new[rr] == -INFINITY ? 0.f : to.m_new[rr];  // a row with no live key yet
+    mx[rr] = mu[rr] * kLog2e;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = 2 * mt + (e >> 1);
+        if constexpr (kMasked) {
+          float x = (s[mt][nt][e] - mu[rr]) * kLog2e;
+          if constexpr (kProtect) {
+            x = fmaxf(x, -126.f);  // masked keys: 2^-126 (a normal float, negligible) keeps the log check exact
+            to.gx[rr] += x;
+          }
+          s[mt][nt][e] = ex2(x);
+        } else {
+          s[mt][nt][e] = ex2(fmaf(s[mt][nt][e], cx.scale_log2, -mx[rr]));
+        }
+      }
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kExp, [&](int r, const InjRec& rec) {
+        inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+      });
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    to.lsum[rr] = 0.f;
+    to.E[rr] = 0u;
+    to.M[rr] = 1.f;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = 2 * mt + (e >> 1);
+        const float pv = s[mt][nt][e];
+        to.lsum[rr] += pv;
+        if constexpr (kProtect) {
+          const uint32_t u = __float_as_uint(pv);
+          to.E[rr] += u >> 23;  // exponent field (sign too: a negative value is far off)
+          to.M[rr] *= __uint_as_float((u & 0x7fffffu) | 0x3f800000u);  // mantissa in [1, 2)
+        }
+      }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      to.pa[mt][kk][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      to.pa[mt][kk][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      to.pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      to.pa[mt][kk][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+  if constexpr (kProtect) {
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      const int mt = rr >> 1, hh = rr & 1;
+      const float scraw = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.kc_unscale;
+      const float tol_g = cx.c_gemm * qn[rr] * cx.A;  // |sum S - S^c| bound in score units
+      // log2 of the product of the 16 P values: exponent sum + log2(product of mantissas)
+      const float meas = (float)((int)to.E[rr] - 16 * 127) + lg2(to.M[rr]);
+      // NaN never passes: the comparisons are written as !(|d| <= tol).
+      if constexpr (kMasked) {
+        const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas - to.gx[rr]);
+        const float te = 0x1p-20f * (16.f + fabsf(to.gx[rr]));
+        to.grpbad[rr] = !(dg <= tol_g) || !(de <= te);
+        if (cx.dbg != nullptr) atomic_max_pos(cx.dbg + 1, fmaxf(dg / tol_g, de / te));
+      } else {
+        const float a = cx.scale_log2 * scraw, b = 16.f * mx[rr];
+        const float d = fabsf(meas - (a - b));
+        const float tol = cx.scale_log2 * tol_g + 0x1p-20f * (16.f + fabsf(a) + fabsf(b));
+        to.grpbad[rr] = !(d <= tol);
+        if (cx.dbg != nullptr) atomic_max_pos(cx.dbg, d / tol);
+      }
+    }
+  }
+}
+
+// Counters a thread accumulates over the call (reduced per warp at the end).
+struct Counts {
+  unsigned det, cor, unc;
+  bool need_recompute, nonfinite;
+};
+
+template <typename T, int D, bool kProtect, bool kQRegs, bool kMasked, int MT>
+__device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)[MT][D / 16][4], uint32_t sQ, uint32_t sK,
+                                          uint32_t sV, uint32_t sKc, uint32_t sVc, const LaneOff& L, const Ctx& cx, bool hooks,
+                                          int policy, bool count, Counts& cnt, unsigned long long* alarms) {
+  const int lane = cx.lane, tq = lane & 3;
+  float s[MT][8][4], sc[MT][4];
+  qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kScore, [&](int r, const InjRec& rec) {
+        inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+      });
+  }
+  TileOut<MT> to;
+  softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, hooks);
+
+  if constexpr (kProtect) {
+    bool bad = false;
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) bad |= to.rowbad[rr] | to.grpbad[rr];
+    if (__any_sync(kFull, bad)) {
+      // Confirm by recomputing the tile: the MMAs are deterministic, so the data changes only if a
+      // fault hit the first pass. The recomputed tile is the one that continues.
+      bool rb[2 * MT], gb[2 * MT];
+      uint32_t fE[2 * MT];
+      float fM[2 * MT], fS[2 * MT], fX[2 * MT], fm[2 * MT];
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        fm[rr] = to.m_new[rr];
+        rb[rr] = to.rowbad[rr];
+        gb[rr] = to.grpbad[rr];
+        fE[rr] = to.E[rr];
+        fM[rr] = to.M[rr];
+        fS[rr] = to.gs[rr];
+        fX[rr] = to.gx[rr];
+      }
+      qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+      bool nonfinite = false;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) nonfinite |= !isfinite(s[mt][nt][e]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) nonfinite |= !isfinite(sc[mt][e]);
+      }
+      softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, false);
+      const bool fix = policy == kCorrect || policy == kRecompute;
+      unsigned faults = 0;
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        if (rb[rr]) {
+          if (tq == 0) ++faults;  // a rowmax fault: one per row (the quad computed the max redundantly)
+        } else if (__float_as_uint(fm[rr]) != __float_as_uint(to.m_new[rr])) {
+          if (tq == 0) ++faults;  // a score fault that moved the max: every group of the row changed, one fault
+        } else if (gb[rr]) {
+          const bool changed = fE[rr] != to.E[rr] || __float_as_uint(fM[rr]) != __float_as_uint(to.M[rr]) ||
+                               __float_as_uint(fS[rr]) != __float_as_uint(to.gs[rr]) ||
+                               __float_as_uint(fX[rr]) != __float_as_uint(to.gx[rr]);
+          if (changed) ++faults;
+        }
+      }
+      if (nonfinite) cnt.nonfinite = true;
+      if (count) {
+        cnt.det += faults;
+        if (fix) cnt.cor += faults;
+      }
+      if (alarms != nullptr) {
+        const unsigned f = __reduce_add_sync(kFull, faults);
+        if (lane == 0) {
+          atomicAdd(alarms + kTileAlarms, 1ull);
+          if (f) atomicAdd(alarms + kTileFaults, (unsigned long long)f);
+        }
+      }
+    }
+  }
+
+  // Online softmax update (Algorithm 1, lines 17-20).
+  float alpha[2 * MT];
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    alpha[rr] = st.m[rr] == -INFINITY ? 0.f : ex2((st.m[rr] - to.m_new[rr]) * kLog2e);
+    if constexpr (kProtect)
+      st.lower[rr] = st.lower[rr] * alpha[rr] +
+                     (to.tm[rr] == -INFINITY ? 0.f : ex2((to.tm[rr] - to.m_new[rr]) * kLog2e));
+    st.l[rr] = st.l[rr] * alpha[rr] + to.lsum[rr];
+    st.m[rr] = to.m_new[rr];
+  }
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kRowsum, [&](int r, const InjRec& rec) {
+        // l is spread over the quad until the end: corrupt the row's total, keep it in lane 0 of the quad.
+        float full[2 * MT];
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; ++rr) {
+          full[rr] = st.l[rr] + __shfl_xor_sync(kFull, st.l[rr], 1);
+          full[rr] += __shfl_xor_sync(kFull, full[rr], 2);
+        }
+        const int rl = rec.row - cx.wrow0, target = rr_of(rl);
+        if ((lane >> 2) != (rl & 7)) return;
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; ++rr)
+          if (rr == target) {
+            const float after = corrupt(full[rr], rec);
+            st.l[rr] = tq == 0 ? after : 0.f;
+            if (tq == 0) {
+              cx.inj_log[2 * r] = full[rr];
+              cx.inj_log[2 * r + 1] = after;
+            }
+          }
+      });
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= alpha[2 * mt + (e >> 1)];
+    if constexpr (kProtect) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.oc[mt][e] *= alpha[2 * mt + (e >> 1)];
+    }
+  }
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kRescale, [&](int r, const InjRec& rec) {
+        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+      });
+  }
+  pv_mma<T, D, kProtect>(st, to.pa, sV, sVc, L, lane);
+  if constexpr (kProtect) {
+    if (hooks)
+      for_recs(cx, kPV, [&](int r, const InjRec& rec) {
+        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+      });
+  }
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFull, x, 1);
+  return x + __shfl_xor_sync(kFull, x, 2);
+}
+
+template <typename T, int D, bool kProtect>
+__global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
+  constexpr int MT = m_tiles<D>(), BM = block_m<D>();
+  constexpr bool kQRegs = false;  // Q fragments reloaded from shared memory per k-step (registers go to O and S)
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQp = reinterpret_cast<T*>(smem_raw);
+  T* sKp = sQp + BM * D;
+  T* sVp = sKp + 2 * kBlockN * D;
+  T* sKcp = sVp + 2 * kBlockN * D;
+  T* sVcp = sKcp + 2 * 8 * D;
+  float* sKn = reinterpret_cast<float*>(sVcp + 2 * kBlockN * 8);
+
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, tq = lane & 3, rq = lane >> 2;
+  const int nqb = (p.Sq + BM - 1) / BM;
+  const int qb = p.causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy causal blocks first
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (p.Hq / p.Hk);
+  const int i0 = qb * BM;
+  const T* gq = reinterpret_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
+  const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
+  const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  T* go = reinterpret_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
+  const int64_t tile_base = (int64_t)(b * p.Hk + hk) * p.n_tiles;
+
+  int n_tiles = p.n_tiles;
+  if (p.causal) n_tiles = min(n_tiles, (min(i0 + BM, p.Sq) - 1) / kBlockN + 1);
+  bool cta_inj = false;
+  if constexpr (kProtect) {
+    for (int r = 0; r < p.n_inj; ++r) {
+      const InjRec rec = p.inj[r];
+      if (rec.b == b && rec.h == h && rec.row >= i0 && rec.row < i0 + BM) {
+        cta_inj = true;
+        n_tiles = max(n_tiles, rec.tile + 1);  // the reference visits every tile, so must a faulted one
+      }
+    }
+  }
+
+  const uint32_t sQ = smem_u32(sQp);
+  const LaneOff L = lane_offsets<D, MT>(lane, w);
+  auto load_tile = [&](int t, int stg) {
+    const int j0 = t * kBlockN;
+    for (int c = tid; c < kBlockN * (D / 8); c += kThreads) {
+      const int row = c / (D / 8), ch = c % (D / 8), gr = j0 + row, cr = min(gr, p.Sk - 1);
+      cp_async16(smem_u32(sKp + stg * kBlockN * D + swz<D>(row, ch)), gk + cr * p.k_ss + ch * 8, gr < p.Sk);
+      cp_async16(smem_u32(sVp + stg * kBlockN * D + swz<D>(row, ch)), gv + cr * p.v_ss + ch * 8, gr < p.Sk);
+    }
+    if constexpr (kProtect) {
+      const T* gkc = reinterpret_cast<const T*>(p.kc) + (tile_base + t) * 8 * D;
+      for (int c = tid; c < 8 * (D / 8); c += kThreads) {
+        const int row = c / (D / 8), ch = c % (D / 8);
+        cp_async16(smem_u32(sKcp + stg * 8 * D + swz<D>(row, ch)), gkc + row * D + ch * 8, true);
+      }
+      const T* gvc = reinterpret_cast<const T*>(p.vc) + (tile_base + t) * kBlockN * 8;
+      for (int c = tid; c < kBlockN; c += kThreads)
+        cp_async16(smem_u32(sVcp + stg * kBlockN * 8 + c * 8), gvc + c * 8, true);
+      if (tid == 0) cp_async16(smem_u32(sKn + stg * 4), p.kn + (tile_base + t) * 4, true);
+    }
+  };
+
+  Counts cnt{0u, 0u, 0u, false, false};
+  const float scale_log2 = p.scale * kLog2e;
+  const bool fix = p.policy == kCorrect || p.policy == kRecompute;
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool first = attempt == 0;
+    State<D, MT> st;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st.o[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.oc[mt][e] = 0.f;
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      st.m[rr] = -INFINITY;
+      st.l[rr] = 0.f;
+      st.lower[rr] = 0.f;
+      st.qn[rr] = 0.f;
+    }
+    uint32_t qa[MT][D / 16][4];
+
+    for (int c = tid; c < BM * (D / 8); c += kThreads) {
+      const int row = c / (D / 8), ch = c % (D / 8), gr = i0 + row;
+      cp_async16(smem_u32(sQp + swz<D>(row, ch)), gq + min(gr, p.Sq - 1) * p.q_ss + ch * 8, gr < p.Sq);
+    }
+    load_tile(0, 0);
+    cp_async_commit();
+
+    for (int t = 0; t < n_tiles; ++t) {
+      const int stg = t & 1;
+      if (t + 1 < n_tiles) load_tile(t + 1, stg ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncthreads();
+      if (t == 0) {
+        // Q fragments (d=64) and, for the GEMM-I threshold, ||q|| of each row.
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            uint32_t a[4];
+            ldsm_x4(a, sQ + (L.q ^ (ks << 5)) + mt * 32 * D);
+            if constexpr (kQRegs) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) qa[mt][ks][i] = a[i];
+            }
+            if constexpr (kProtect) {
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                const T* pr = reinterpret_cast<const T*>(&a[i]);
+                const float x0 = Elem<T>::to_f(pr[0]), x1 = Elem<T>::to_f(pr[1]);
+                st.qn[2 * mt + (i & 1)] += x0 * x0 + x1 * x1;  // a0,a2: row r; a1,a3: row r+8
+              }
+            }
+          }
+        if constexpr (kProtect) {
+#pragma unroll
+          for (int rr = 0; rr < 2 * MT; ++rr) st.qn[rr] = sqrtf(quad_sum(st.qn[rr]));
+        }
+      }
+      const int wrow0 = i0 + 16 * MT * w, j0 = t * kBlockN;
+      bool warp_inj = false;
+      if constexpr (kProtect) {
+        if (cta_inj && first)
+          for (int r = 0; r < p.n_inj; ++r) {
+            const InjRec rec = p.inj[r];
+            warp_inj |= rec.b == b && rec.h == h && rec.tile == t && rec.row >= wrow0 && rec.row < wrow0 + 16 * MT;
+          }
+      }
+      const bool above = p.causal && j0 > wrow0 + 16 * MT - 1;  // every key of the tile is masked for every row
+      if ((!above && wrow0 < p.Sq) || warp_inj) {
+        Ctx cx;
+        cx.lane = lane; cx.w = w; cx.b = b; cx.h = h; cx.t = t; cx.wrow0 = wrow0; cx.rows = 16 * MT; cx.j0 = j0;
+        cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
+        cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
+        cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
+        cx.scale = p.scale; cx.scale_log2 = scale_log2; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
+        cx.A = kProtect ? sKn[stg * 4 + tq] : 0.f;
+        cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
+        const uint32_t sK = smem_u32(sKp + stg * kBlockN * D), sV = smem_u32(sVp + stg * kBlockN * D);
+        const uint32_t sKc = smem_u32(sKcp + stg * 8 * D), sVc = smem_u32(sVcp + stg * kBlockN * 8);
+        const bool masked = above || p.mask != nullptr || j0 + kBlockN > p.Sk || (p.causal && j0 + kBlockN - 1 > wrow0);
+        if (masked)
+          tile_step<T, D, kProtect, kQRegs, true>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, warp_inj, p.policy, first,
+                                                   cnt, p.alarms);
+        else
+          tile_step<T, D, kProtect, kQRegs, false>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, warp_inj, p.policy, first,
+                                                    cnt, p.alarms);
+      }
+      __syncthreads();  // stage stg is refilled by the next iteration's prefetch
+    }
+    cp_async_wait<0>();
+
+    // ---- final phase: row sums, SNVR on l, normalisation, verification of GEMM-II + rescale + norm ----
+    float inv[2 * MT];
+    bool has_key[2 * MT], row_nf[2 * MT];
+    float c1[2 * MT], c2[2 * MT], ab[2 * MT];
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      st.l[rr] = quad_sum(st.l[rr]);
+      has_key[rr] = st.m[rr] != -INFINITY;
+      row_nf[rr] = false;
+    }
+    bool need_recompute = false;
+    if constexpr (kProtect) {
+      const int base = lane & ~3;
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        const int mt = rr >> 1, hh = rr & 1;
+        const float v0 = st.oc[mt][2 * hh], v1 = st.oc[mt][2 * hh + 1];
+        // columns [c1 hi, c1 lo, c1 lo2, c2 hi, c2 lo, c2 lo2, ones, |v|], two per lane of the quad
+        const float c1a = __shfl_sync(kFull, v0 + v1, base), c1b = __shfl_sync(kFull, v0, base + 1);
+        const float c2a = __shfl_sync(kFull, v1, base + 1), c2b = __shfl_sync(kFull, v0 + v1, base + 2);
+        const float lm = __shfl_sync(kFull, v0, base + 3), abv = __shfl_sync(kFull, v1, base + 3);
+        c1[rr] = (c1a + c1b) * p.vc1_unscale;
+        c2[rr] = (c2a + c2b) * p.vc2_unscale;
+        ab[rr] = abv * p.vc1_unscale;
+        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
+        // Non-finite inputs surface as a non-finite max, MMA-path row sum or checksum: inputs, not faults.
+        row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || !isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
+        if (row_nf[rr]) cnt.nonfinite = true;
+        const float upper = p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk;
+        const float tol_r = 0x1p-12f;
+        const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
+                          fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
+        if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
+          const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
+          if (first && tq == 0) {
+            ++cnt.det;
+            if (fix) { if (lm_ok) ++cnt.cor; else ++cnt.unc; }
+            if (p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
+          }
+          if (fix) {
+            if (lm_ok) st.l[rr] = lm;  // repair from the MMA-path duplicate
+            else need_recompute = true;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) inv[rr] = has_key[rr] ? 1.f / st.l[rr] : 0.f;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= inv[2 * mt + (e >> 1)];
+
+    if constexpr (kProtect) {
+      // Strided-group sums of the normalised output against the rescaled, normalised checksums.
+      float s1[2 * MT], s2[2 * MT], thr[2 * MT];
+      bool bad[2 * MT];
+      bool any_bad = false;
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        const int mt = rr >> 1, hh = rr & 1;
+        float a1 = 0.f, a2 = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float x = st.o[mt][nt][2 * hh + e];
+            a1 += x;
+            a2 += (float)(8 * nt + 2 * tq + e + 1) * x;
+          }
+        s1[rr] = quad_sum(a1);
+        s2[rr] = quad_sum(a2);
+        c1[rr] *= inv[rr];
+        c2[rr] *= inv[rr];
+        thr[rr] = p.e_out * ab[rr] * inv[rr] + 1e-30f;
+        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
+        const float ratio = fabsf(s1[rr] - c1[rr]) / thr[rr];
+        bad[rr] = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
+        if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) atomic_max_pos(p.dbg + 2, ratio);
+        any_bad |= bad[rr];
+      }
+      if (__any_sync(kFull, any_bad)) {  // rare: every lane runs it, so the shuffles stay converged
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; ++rr) {
+          const int mt = rr >> 1, hh = rr & 1;
+          if (bad[rr] && first && tq == 0) {
+            ++cnt.det;
+            if (p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
+          }
+          // Locate: a single non-finite element, else the weighted checksum ratio D2/D1 = position + 1.
+          int nfc = 0, nfpos = -1;
+#pragma unroll
+          for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (!isfinite(st.o[mt][nt][2 * hh + e])) { ++nfc; nfpos = 8 * nt + 2 * tq + e; }
+          nfc += __shfl_xor_sync(kFull, nfc, 1);
+          nfc += __shfl_xor_sync(kFull, nfc, 2);
+          nfpos = max(nfpos, __shfl_xor_sync(kFull, nfpos, 1));
+          nfpos = max(nfpos, __shfl_xor_sync(kFull, nfpos, 2));
+          const float d1 = s1[rr] - c1[rr], d2 = s2[rr] - c2[rr], ratio = d2 / d1, rn = rintf(ratio);
+          int pos = -1;
+          if (nfc == 1) pos = nfpos;
+          else if (nfc == 0 && isfinite(ratio) && fabsf(ratio - rn) < 0.3f && rn >= 1.f && rn <= (float)D)
+            pos = (int)rn - 1;
+          const bool act = bad[rr] && fix;
+          // Rebuild the located element from c1 (the paper's correction), then recheck both sums.
+          float part = 0.f, old = 0.f;
+#pragma unroll
+          for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (8 * nt + 2 * tq + e != pos) part += st.o[mt][nt][2 * hh + e];
+          const float others = quad_sum(part);
+          float a1 = 0.f, a2 = 0.f;
+#pragma unroll
+          for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = 8 * nt + 2 * tq + e;
+              float x = st.o[mt][nt][2 * hh + e];
+              if (act && col == pos) {
+                old = x;
+                x = c1[rr] - others;
+                st.o[mt][nt][2 * hh + e] = x;
+              }
+              a1 += x;
+              a2 += (float)(col + 1) * x;
+            }
+          a1 = quad_sum(a1);
+          a2 = quad_sum(a2);
+          const bool ok = pos >= 0 && fabsf(a1 - c1[rr]) <= thr[rr] && fabsf(a2 - c2[rr]) <= (float)D * thr[rr];
+          if (act) {
+            if (first && tq == 0) { if (ok) ++cnt.cor; else ++cnt.unc; }
+            if (!ok) {
+              need_recompute = true;
+#pragma unroll
+              for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  if (8 * nt + 2 * tq + e == pos) st.o[mt][nt][2 * hh + e] = old;  // no miscorrection
+            }
+          }
+        }
+      }
+    }
+
+    // Store (rows past Sq are padding).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
+        if (row < p.Sq) {
+          T* dst = go + (int64_t)row * p.o_ss + 2 * tq;
+#pragma unroll
+          for (int nt = 0; nt < D / 8; ++nt)
+            *reinterpret_cast<uint32_t*>(dst + 8 * nt) =
+                Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
+        }
+      }
+
+    if constexpr (!kProtect) break;
+    const bool again = p.policy == kRecompute && __syncthreads_or(need_recompute && first);
+    if (!again) break;
+    // policy "recompute": an uncorrectable fault in this block; run the block again (no injection, no counts)
+    cta_inj = false;
+    __syncthreads();
+  }
+
+  if constexpr (kProtect) {
+    const unsigned det = __reduce_add_sync(kFull, cnt.det), cor = __reduce_add_sync(kFull, cnt.cor),
+                   unc = __reduce_add_sync(kFull, cnt.unc);
+    if (lane == 0) {
+      if (det) atomicAdd(p.counters + kDetected, (unsigned long long)det);
+      if (cor) atomicAdd(p.counters + kCorrected, (unsigned long long)cor);
+      if (unc) atomicAdd(p.counters + kUncorrectable, (unsigned long long)unc);
+    }
+    const bool nf = __syncthreads_or(cnt.nonfinite);
+    if (tid == 0) {
+      if (nf && atomicExch(p.nf_token, p.call_id) != p.call_id) atomicAdd(p.counters + kNonfinite, 1ull);
+      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.counters + kChecks, 1ull);
+    }
+  }
+}
+
+// Checksums of K and V for the protected kernel, one CTA per (key tile, kv head, batch).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
+  const int t = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+  const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
+  const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  const int64_t tile_id = (int64_t)(b * p.Hk + hk) * p.n_tiles + t;
+  T* kc = const_cast<T*>(reinterpret_cast<const T*>(p.kc)) + tile_id * 8 * D;
+  float* kn = const_cast<float*>(p.kn) + tile_id * 4;
+  T* vc = const_cast<T*>(reinterpret_cast<const T*>(p.vc)) + tile_id * kBlockN * 8;
+  const int j0 = t * kBlockN;
+  const float ks = 1.f / p.kc_unscale, s1 = 1.f / p.vc1_unscale, s2 = 1.f / p.vc2_unscale;
+  __shared__ float norms[kBlockN];
+
+  // K^c: hi and lo halves of each group's sum (fp16: pre-scaled so 16 summed keys cannot overflow).
+  for (int idx = tid; idx < 4 * (D / 2); idx += kThreads) {
+    const int g = idx / (D / 2), d = 2 * (idx % (D / 2));
+    float a0 = 0.f, a1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = j0 + 8 * j + 2 * g + e;
+        if (key < p.Sk) {
+          const T* src = gk + (int64_t)key * p.k_ss + d;
+          a0 += Elem<T>::to_f(src[0]);
+          a1 += Elem<T>::to_f(src[1]);
+        }
+      }
+    a0 *= ks;
+    a1 *= ks;
+    const T h0 = Elem<T>::from_f(a0), h1 = Elem<T>::from_f(a1);
+    kc[(2 * g) * D + d] = h0;
+    kc[(2 * g) * D + d + 1] = h1;
+    kc[(2 * g + 1) * D + d] = Elem<T>::from_f(a0 - Elem<T>::to_f(h0));
+    kc[(2 * g + 1) * D + d + 1] = Elem<T>::from_f(a1 - Elem<T>::to_f(h1));
+  }
+  // ||k|| per key and the V checksum columns: two threads per key, half the head dim each.
+  {
+    const int kl = tid >> 1, half = tid & 1, key = j0 + kl;
+    float nk = 0.f, c1 = 0.f, c2 = 0.f, av = 0.f;
+    if (key < p.Sk) {
+      const T* kr = gk + (int64_t)key * p.k_ss;
+      const T* vr = gv + (int64_t)key * p.v_ss;
+#pragma unroll
+      for (int d0 = half * (D / 2); d0 < (half + 1) * (D / 2); d0 += 8) {
+        const uint4 kq = *reinterpret_cast<const uint4*>(kr + d0);
+        const uint4 vq = *reinterpret_cast<const uint4*>(vr + d0);
+        const T* ke = reinterpret_cast<const T*>(&kq);
+        const T* ve = reinterpret_cast<const T*>(&vq);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float x = Elem<T>::to_f(ke[i]), y = Elem<T>::to_f(ve[i]);
+          nk += x * x;
+          c1 += y;
+          c2 += (float)(d0 + i + 1) * y;
+          av += fabsf(y);
+        }
+      }
+    }
+    nk += __shfl_xor_sync(kFull, nk, 1);
+    c1 += __shfl_xor_sync(kFull, c1, 1);
+    c2 += __shfl_xor_sync(kFull, c2, 1);
+    av += __shfl_xor_sync(kFull, av, 1);
+    if (half == 0) {
+      norms[kl] = sqrtf(nk);
+      T out[8];
+      float r = c1 * s1;
+      out[0] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[0]);
+      out[1] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[1]);
+      out[2] = Elem<T>::from_f(r);
+      r = c2 * s2;
+      out[3] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[3]);
+      out[4] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[4]);
+      out[5] = Elem<T>::from_f(r);
+      out[6] = Elem<T>::from_f(key < p.Sk ? 1.f : 0.f);
+      out[7] = Elem<T>::from_f(av * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
+      *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
+    }
+  }
+  __syncthreads();
+  if (tid < 4) {
+    float a = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a += norms[8 * j + 2 * tid] + norms[8 * j + 2 * tid + 1];
+    kn[tid] = a * 1.0078125f;
+  }
+}
+
+template <typename T, int D, bool kProtect>
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  if constexpr (kProtect) {
+    prepass_kernel<T, D><<<dim3(p.n_tiles, p.Hk, p.B), kThreads, 0, stream>>>(p);
+  }
+  constexpr size_t smem = smem_bytes<T, D, kProtect>();
+  static bool configured = false;  // one device per process is what ftcompile drives
+  if (!configured) {
+    cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel<T, D, kProtect>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    configured = true;
+  }
+  const dim3 grid((p.Sq + block_m<D>() - 1) / block_m<D>(), p.Hq, p.B);
+  attn_fwd_kernel<T, D, kProtect><<<grid, kThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace efta

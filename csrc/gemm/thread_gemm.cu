@@ -1,0 +1,533 @@
+// One-sided thread-level ABFT linear y = x W^T + b for bandwidth-bound shapes (M <= 256).
+//
+// CTA = 4 consumer warps + 1 TMA producer warp; CTA tile = (16*MT rows) x 64 columns (one
+// checksum tile), K split over a cluster of `split` CTAs and, inside a CTA, over warps that take
+// turns on the stages of an 8-deep TMA ring. A warp's m16n8k16 B fragments of one k16 step hold,
+// for n8-blocks j = 0..7, W[8j + g][k] (g = lane/4): their sum over j is the strided checksum of
+// group g (columns g, g+8, ..., g+56 of the tile). The thread adds its own fragments in fp32, splits
+// the sum into bf16 hi+mid+lo (fp16: hi + 2^-11-scaled mid) so the extra MMA is exact to fp32, and
+// issues it against the same A fragment: the C layout then puts the check of groups 2q, 2q+1 in the
+// thread that holds those outputs. One more MMA against ones gives the row sums of x, packed
+// max/min of the A fragments give the extrema: the V-ABFT statistics come from registers too.
+// Partials are reduced across warps (shared memory) and across the cluster (DSMEM) into the
+// leader CTA, which verifies each group in registers, corrects a single fault (recomputing the
+// group's 8 elements, locating with the weighted checksum), and stores. No extra global traffic.
+#include <type_traits>
+
+#include "ft_common.cuh"
+#include "ft_host.cuh"
+
+namespace ftg {
+namespace thr {
+
+constexpr int BN = 64, BK = 64, NS = 8, NCW = 4, THREADS = 160, NREG = 42, MAX_FLAG = 32;
+
+template <int MT> struct Cfg {
+  static constexpr int BM = 16 * MT;
+  static constexpr int W_BYTES = BN * BK * 2, X_BYTES = BM * BK * 2, STAGE = W_BYTES + X_BYTES;
+  static constexpr int RING = NS * STAGE;
+  static constexpr int PART = NCW * MT * NREG * 32 * 4;  // per-warp partials, fragment order
+  static constexpr int DATA = RING > PART ? RING : PART;
+};
+
+struct Smem {
+  uint64_t full[NS], empty[NS];
+  float t[MAX_FLAG][8];  // recomputed group elements
+  int frow[MAX_FLAG], fgrp[MAX_FLAG];
+  int nflag, ndet, ncorr, nunc, ninvalid;
+};
+template <int MT> constexpr size_t smem_bytes() { return 1024 + Cfg<MT>::DATA + sizeof(Smem); }
+
+template <typename T> __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+template <typename T> __device__ __forceinline__ uint32_t hmin2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("min.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+template <typename T> constexpr uint32_t kNegInf2 = std::is_same<T, __nv_bfloat16>::value ? 0xff80ff80u : 0xfc00fc00u;
+template <typename T> constexpr uint32_t kPosInf2 = std::is_same<T, __nv_bfloat16>::value ? 0x7f807f80u : 0x7c007c00u;
+
+// Partial sums of one warp: main accumulators, checks, and x statistics, per m16 block.
+template <typename T, int MT> struct Frag {
+  float acc[MT][8][4];
+  float chk[MT][4];
+  float chk2[MT][4];  // fp16: the 2^-11-scaled low part of the check
+  float sx[MT][4];
+  uint32_t mx[MT][2], mn[MT][2];
+};
+
+template <typename T, int MT, bool PROTECT>
+__device__ __forceinline__ void consume_stage(Frag<T, MT>& f, uint32_t wt, uint32_t xt, int lane) {
+  const int mi = lane >> 3, r8 = lane & 7;
+#pragma unroll
+  for (int s = 0; s < BK / 16; ++s) {  // k16 steps of the 64-wide stage (one k16 live: fewer registers)
+    uint32_t b[8][2];  // b[j] = W[8j + g][k16 slice] as the MMA's B fragment
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      const int row = 8 * (j + (mi >> 1)) + r8, chunk = 2 * s + (mi & 1);
+      uint32_t r[4];
+      ldmatrix_x4(r, wt + row * 128 + ((chunk ^ r8) << 4));
+      b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
+    }
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int row = mt * 16 + (mi & 1) * 8 + r8, chunk = 2 * s + (mi >> 1);
+      ldmatrix_x4(a[mt], xt + row * 128 + ((chunk ^ r8) << 4));
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mma16816<T>(f.acc[mt][j], a[mt], b[j][0], b[j][1]);
+    if constexpr (PROTECT) {
+      // Strided checksum of the fragments this thread holds: sum over the 8 n8-blocks, in fp32,
+      // then split so that hi + mid + lo (bf16) or hi + 2^-11 mid (fp16) carries it exactly.
+      uint32_t hi[2], mid[2], lo[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float2 v = Ty<T>::unpack(b[0][r]);
+#pragma unroll
+        for (int j = 1; j < 8; ++j) {
+          const float2 u = Ty<T>::unpack(b[j][r]);
+          v.x += u.x; v.y += u.y;
+        }
+        hi[r] = Ty<T>::pack(v.x, v.y);
+        const float2 h = Ty<T>::unpack(hi[r]);
+        const float r0 = v.x - h.x, r1 = v.y - h.y;
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+          mid[r] = Ty<T>::pack(r0, r1);
+          const float2 m = Ty<T>::unpack(mid[r]);
+          lo[r] = Ty<T>::pack(r0 - m.x, r1 - m.y);
+        } else {  // fp16: scale the residual out of the subnormal range
+          mid[r] = Ty<T>::pack(r0 * 2048.f, r1 * 2048.f);
+          lo[r] = 0u;
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(f.chk[mt], a[mt], hi[0], hi[1]);
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+          mma16816<T>(f.chk[mt], a[mt], mid[0], mid[1]);
+          mma16816<T>(f.chk[mt], a[mt], lo[0], lo[1]);
+        } else {
+          mma16816<T>(f.chk2[mt], a[mt], mid[0], mid[1]);
+        }
+        mma16816<T>(f.sx[mt], a[mt], Ty<T>::kOnes, Ty<T>::kOnes);
+        f.mx[mt][0] = hmax2<T>(f.mx[mt][0], hmax2<T>(a[mt][0], a[mt][2]));
+        f.mx[mt][1] = hmax2<T>(f.mx[mt][1], hmax2<T>(a[mt][1], a[mt][3]));
+        f.mn[mt][0] = hmin2<T>(f.mn[mt][0], hmin2<T>(a[mt][0], a[mt][2]));
+        f.mn[mt][1] = hmin2<T>(f.mn[mt][1], hmin2<T>(a[mt][1], a[mt][3]));
+      }
+    }
+  }
+}
+
+// fp32 dot of two 16-bit rows of length K by one warp (rare correction path).
+template <typename T>
+__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
+  float s = 0.f;
+  for (int64_t k = 8 * lane; k < K; k += 256) {
+    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
+    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 fa = Ty<T>::unpack(pa[i]), fb = Ty<T>::unpack(pb[i]);
+      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
+    }
+  }
+#pragma unroll
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
+template <typename T, int MT, bool PROTECT>
+__global__ void __launch_bounds__(THREADS, 2)
+    gemm_thread_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
+                       const __grid_constant__ Args args) {
+  using C = Cfg<MT>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& sm = *reinterpret_cast<Smem*>(base + C::DATA);
+  float* part = reinterpret_cast<float*>(base);  // aliases the ring once the k-loop is done
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int S = args.split;
+  const int rank = (int)cluster_rank();
+  const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;
+  const int64_t M = args.M, N = args.N, K = args.K;
+  const int nk = cdiv(K, BK);
+  const int k_begin = (int)((int64_t)rank * nk / S), k_end = (int)((int64_t)(rank + 1) * nk / S);
+  const int nloc = k_end - k_begin;
+
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 1); }
+    fence_barrier_init();
+    tma_prefetch_desc(&tmW);
+    tma_prefetch_desc(&tmX);
+    sm.nflag = sm.ndet = sm.ncorr = sm.nunc = sm.ninvalid = 0;
+    if (PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
+  }
+  __syncthreads();
+
+  Frag<T, MT> f;
+  if (warp == NCW) {  // ------------------------------------------- TMA producer
+    if (lane == 0) {
+      for (int i = 0; i < nloc; ++i) {
+        const int slot = i % NS;
+        if (i >= NS) mbar_wait(&sm.empty[slot], ((i / NS) - 1) & 1);
+        mbar_expect_tx(&sm.full[slot], C::STAGE);
+        uint8_t* st = base + slot * C::STAGE;
+        tma_load_3d(st, &tmW, &sm.full[slot], (k_begin + i) * BK, tile * BN, b);
+        tma_load_3d(st + C::W_BYTES, &tmX, &sm.full[slot], (k_begin + i) * BK, mb * C::BM, b);
+      }
+    }
+  } else {  // ----------------------------------------------------- consumers
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) f.acc[mt][j][e] = 0.f;
+        f.chk[mt][e] = 0.f; f.chk2[mt][e] = 0.f; f.sx[mt][e] = 0.f;
+      }
+      f.mx[mt][0] = f.mx[mt][1] = kNegInf2<T>;
+      f.mn[mt][0] = f.mn[mt][1] = kPosInf2<T>;
+    }
+    for (int i = warp; i < nloc; i += NCW) {
+      const int slot = i % NS;
+      mbar_wait(&sm.full[slot], (i / NS) & 1);
+      const uint32_t wt = smem_u32(base + slot * C::STAGE), xt = wt + C::W_BYTES;
+      consume_stage<T, MT, PROTECT>(f, wt, xt, lane);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[slot]);
+      if constexpr (PROTECT) {
+        for (int q = 0; q < args.n_inj; ++q) {  // accumulator faults "after k-step"
+          const Injection& inj = args.inj[q];
+          if (inj.step != k_begin + i) continue;
+          const int64_t ib = inj.row / M, im = inj.row % M;
+          if (ib != b || im / C::BM != mb || inj.col / BN != tile) continue;
+          const int lr = (int)(im % C::BM), lc = inj.col % BN;
+          if (lane != ((lr % 16) % 8) * 4 + (lc % 8) / 2) continue;
+          const int imt = lr / 16, ij = lc / 8, ie = 2 * ((lr % 16) / 8) + (lc % 2);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                if (mt == imt && j == ij && e == ie) f.acc[mt][j][e] = inject_one(f.acc[mt][j][e], inj, args.inj_log);
+        }
+      }
+    }
+    // Row extrema: both halves of the packed pair, then the 4 lanes that share a row.
+    float mxf[MT][2], mnf[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 a = Ty<T>::unpack(f.mx[mt][h]), c = Ty<T>::unpack(f.mn[mt][h]);
+        float vx = fmaxf(a.x, a.y), vn = fminf(c.x, c.y);
+        vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 1)); vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 2));
+        vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 1)); vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 2));
+        mxf[mt][h] = vx; mnf[mt][h] = vn;
+      }
+    named_bar_sync(1, NCW * 32);  // every stage consumed: the ring may be overwritten
+    float* p = part + (size_t)warp * MT * NREG * 32 + lane;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float* q = p + mt * NREG * 32;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) q[(4 * j + e) * 32] = f.acc[mt][j][e];
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        q[(32 + e) * 32] = std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
+      q[36 * 32] = f.sx[mt][0]; q[37 * 32] = f.sx[mt][2];
+      q[38 * 32] = mxf[mt][0]; q[39 * 32] = mxf[mt][1];
+      q[40 * 32] = mnf[mt][0]; q[41 * 32] = mnf[mt][1];
+    }
+    named_bar_sync(1, NCW * 32);
+    // Sum the 4 warps' partials into warp 0's slot (fixed order: deterministic).
+    constexpr int E = MT * NREG * 32;
+    for (int e = tid; e < E; e += NCW * 32) {
+      const int r = (e / 32) % NREG;
+      float v = part[e];
+#pragma unroll
+      for (int w = 1; w < NCW; ++w) {
+        const float u = part[w * E + e];
+        v = r < 38 ? v + u : (r < 40 ? fmaxf(v, u) : fminf(v, u));
+      }
+      part[e] = v;
+    }
+  }
+  cluster_sync();  // every CTA of the cluster has its partial in shared memory
+
+  // ------------------------------------------------------------- leader: reduce, verify, store
+  float v[NREG];
+  const int mtw = warp;  // warp mt handles m16 block mt
+  if (rank == 0 && warp < MT) {
+    const uint32_t local = smem_u32(part + (size_t)mtw * NREG * 32 + lane);
+#pragma unroll
+    for (int r = 0; r < NREG; ++r) v[r] = 0.f;
+    v[38] = v[39] = -INFINITY; v[40] = v[41] = INFINITY;
+    for (int rk = 0; rk < S; ++rk)
+#pragma unroll
+      for (int r = 0; r < NREG; ++r) {
+        const float u = ld_dsmem_f32(local + r * 32 * 4, rk);
+        v[r] = r < 38 ? v[r] + u : (r < 40 ? fmaxf(v[r], u) : fminf(v[r], u));
+      }
+  }
+  cluster_sync();  // remote partials read: the other CTAs may exit
+  if (rank != 0) return;
+
+  const int g = lane / 4, q4 = lane % 4;
+  const int64_t row0 = (int64_t)mb * C::BM + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
+  const int64_t col0 = (int64_t)tile * BN + 2 * q4;
+  const T* bias = static_cast<const T*>(args.bias);
+  float y[8][4];
+  bool flag[4] = {false, false, false, false};
+  int slot[4] = {0, 0, 0, 0};
+  float thr[2] = {0.f, 0.f}, chkv[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+  if (warp < MT) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int64_t n = col0 + 8 * j + e;
+        const float bv = (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+        y[j][e] = v[4 * j + e] + bv;
+        y[j][2 + e] = v[4 * j + 2 + e] + bv;
+        if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
+      }
+    if constexpr (PROTECT) {
+      for (int qi = 0; qi < args.n_inj; ++qi) {  // output-stage faults (final fp32 values)
+        const Injection& inj = args.inj[qi];
+        if (inj.step != -1) continue;
+        const int64_t ib = inj.row / M, im = inj.row % M;
+        if (ib != b || inj.col / BN != tile) continue;
+        const int lc = inj.col % BN;
+        const int h = im == row0 ? 0 : (im == row0 + 8 ? 1 : -1);
+        if (h < 0 || (lc % 8) / 2 != q4) continue;
+        const int ij = lc / 8, ie = 2 * h + (lc % 2);
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (j == ij && e == ie) y[j][e] = inject_one(y[j][e], inj, args.inj_log);
+      }
+      // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
+      const float* bst = args.wstats + 3 * b;
+      const float bias_term = args.bias ? args.e * (float)args.bstats[3] * 8.f : 0.f;
+      bool valid[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
+        const float mu = sx / (float)K;
+        const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
+        thr[h] = vabft_threshold(mu, var, 8.f, bst, args.e, args.c_sigma) + bias_term;
+        const bool in_range = row0 + 8 * h < M;
+        valid[h] = in_range && isfinite(sx) && *args.wfinite;
+        if (in_range && !valid[h] && q4 == 0) atomicAdd(&sm.ninvalid, 1);
+      }
+#pragma unroll
+      for (int ge = 0; ge < 4; ++ge) {  // ge = 2*h + e: row half h, group 2*q4 + e
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s += y[j][ge];
+        chkv[ge] += v[32 + ge];
+        d1[ge] = s - chkv[ge];
+        if (valid[ge / 2] && exceeds(d1[ge], thr[ge / 2])) {
+          atomicAdd(&sm.ndet, 1);
+          if (args.policy == kCorrect || args.policy == kRecompute) {
+            const int fi = atomicAdd(&sm.nflag, 1);
+            if (fi < MAX_FLAG) {
+              flag[ge] = true; slot[ge] = fi;
+              sm.frow[fi] = (int)(row0 + 8 * (ge / 2));
+              sm.fgrp[fi] = 2 * q4 + (ge % 2);
+            } else {
+              atomicAdd(&sm.nunc, 1);
+            }
+          }
+        }
+      }
+    }
+  }
+  if constexpr (PROTECT) {
+    __syncthreads();
+    const int nflag = min(sm.nflag, MAX_FLAG);
+    if (nflag > 0) {  // rare: recompute each flagged group's 8 elements, one warp per dot
+      const T* W = static_cast<const T*>(args.w) + b * args.w_bstride;
+      const T* X = static_cast<const T*>(args.x) + b * args.x_bstride;
+      for (int d = warp; d < nflag * 8; d += THREADS / 32) {
+        const int fi = d / 8, l = d % 8;
+        const int64_t n = (int64_t)tile * BN + sm.fgrp[fi] + 8 * l;
+        float t = 0.f;
+        if (n < N) {
+          t = warp_dot(X + sm.frow[fi] * args.x_rstride, W + n * args.w_rstride, K, lane);
+          if (bias) t += Ty<T>::to_f(bias[n]);
+        }
+        if (lane == 0) sm.t[fi][l] = t;
+      }
+      __syncthreads();
+      if (warp < MT) {
+#pragma unroll
+        for (int ge = 0; ge < 4; ++ge) {
+          if (!flag[ge]) continue;
+          float t[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) t[j] = sm.t[slot[ge]][j];
+          // Locate: weighted over plain residual with the checks c1 = sum t_l, c2 = sum (l+1) t_l
+          // (terms scaled by 1/8 so a huge faulty value cannot overflow), or the only non-finite
+          // element.
+          int p = -1;
+          bool finite = true;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) finite = finite && isfinite(y[j][ge]);
+          if (finite) {
+            float r1 = 0.f, r2 = 0.f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const float dj = y[j][ge] * 0.125f - t[j] * 0.125f;
+              r1 += dj;
+              r2 += (float)(j + 1) * dj;
+            }
+            const float ratio = r2 / r1, near = rintf(ratio);
+            if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= 8.f) p = (int)near - 1;
+          } else {
+            int cnt = 0;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+              if (!isfinite(y[j][ge])) { ++cnt; p = j; }
+            if (cnt != 1) p = -1;
+          }
+          bool ok = false;
+          if (p >= 0) {
+            float s = 0.f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              if (j == p) y[j][ge] = t[j];
+              s += y[j][ge];
+            }
+            ok = !exceeds(s - chkv[ge], thr[ge / 2]);
+          }
+          if (ok) {
+            atomicAdd(&sm.ncorr, 1);
+          } else {
+            atomicAdd(&sm.nunc, 1);
+            if (args.policy == kRecompute) {
+#pragma unroll
+              for (int j = 0; j < 8; ++j) y[j][ge] = t[j];
+            }
+          }
+        }
+      }
+    }
+  }
+  // ------------------------------------------------------------- store
+  if (warp < MT) {
+    T* yb = static_cast<T*>(args.y) + (int64_t)b * M * N;
+    const bool pairs = (N % 2) == 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t m = row0 + 8 * h;
+      if (m >= M) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int64_t n = col0 + 8 * j;
+        if (pairs && n + 1 < N) {
+          *reinterpret_cast<uint32_t*>(yb + m * N + n) = Ty<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
+        } else {
+          if (n < N) yb[m * N + n] = Ty<T>::from_f(y[j][2 * h]);
+          if (n + 1 < N) yb[m * N + n + 1] = Ty<T>::from_f(y[j][2 * h + 1]);
+        }
+      }
+    }
+  }
+  if constexpr (PROTECT) {
+    __syncthreads();
+    if (tid == 0) {
+      unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
+      if (sm.ndet) atomicAdd(cnt + kDetected, (unsigned long long)sm.ndet);
+      if (sm.ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)sm.ncorr);
+      if (sm.nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)sm.nunc);
+      if (sm.ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
+      if (tile == 0) {  // non-finite inputs: counted once per call across the M-blocks
+        int* ws = static_cast<int*>(args.ws);  // [done, flag]
+        if (sm.ninvalid || !*args.wfinite) atomicExch(ws + 1, 1);
+        __threadfence();
+        const int done = atomicAdd(ws, 1);
+        if (done == (int)(gridDim.y * gridDim.z) - 1) {
+          __threadfence();
+          if (atomicExch(ws + 1, 0)) atomicAdd(cnt + kNonfinite, 1ull);
+          atomicExch(ws, 0);
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int MT, bool PROTECT>
+int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
+  auto kern = gemm_thread_kernel<T, MT, PROTECT>;
+  constexpr size_t smem = smem_bytes<MT>();
+  static bool configured = false;
+  if (!configured) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (e != cudaSuccess) return e;
+    configured = true;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT>::BM), (unsigned)a->batch);
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = reinterpret_cast<cudaStream_t>(a->stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = a->split;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, tw, tx, *a);
+  return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+template <typename T>
+int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
+  const bool p = a->protect != 0;
+  if (a->mtile == 1) return p ? launch<T, 1, true>(a, tw, tx) : launch<T, 1, false>(a, tw, tx);
+  return p ? launch<T, 2, true>(a, tw, tx) : launch<T, 2, false>(a, tw, tx);
+}
+
+}  // namespace thr
+}  // namespace ftg
+
+extern "C" int ft_gemm_thread(const ftg::Args* a) {
+  using namespace ftg;
+  if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->mtile != 1 && a->mtile != 2) || a->split < 1 ||
+      a->split > 16)
+    return FTG_ERR_ARGS;
+  CUtensorMap tw, tx;
+  if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thr::BN) ||
+      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, 16 * a->mtile))
+    return FTG_ERR_TMAP;
+  return a->dtype == 0 ? thr::dispatch<__nv_bfloat16>(a, tw, tx) : thr::dispatch<__half>(a, tw, tx);
+}
+
+extern "C" const char* ft_error_string(int code) {
+  if (code == FTG_ERR_TMAP) return "TMA descriptor rejected (alignment/stride)";
+  if (code == FTG_ERR_ARGS) return "invalid arguments";
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+// sizeof(Args): the Python side checks its ctypes mirror against it once at load.
+extern "C" int ft_args_size() { return (int)sizeof(ftg::Args); }

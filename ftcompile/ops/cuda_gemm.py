@@ -1,0 +1,451 @@
+"""CUDA kernels (csrc/gemm) for ``ftcompile::linear_global`` and ``ftcompile::linear_thread``.
+
+Hopper (sm_90) only, bf16 and fp16; anything else runs the reference algorithm, and
+:func:`fallback_reason` says why. The kernels are built once per process with
+``torch.utils.cpp_extension.load`` (ninja, TORCH_EXTENSIONS_DIR) into a plain shared library that
+exports C entry points taking one argument block (:class:`_Args`, mirrored from
+``csrc/gemm/ft_common.cuh``); ``FTCOMPILE_GEMM_LIB`` points at a prebuilt library instead.
+
+Semantics are those of :mod:`ftcompile.abft.gemm` (same thresholds, policies, counters, fault
+injection draws). What differs, and why, is in benchmarks/NOTES_gemm.md:
+  * global: the recheck after a correction allows the rounding of the stored faulty element
+    (its fp32 value is gone by then); policy "recompute" recomputes the row in the kernel.
+  * thread: an uncorrectable group is recomputed whole (its 8 elements) under "recompute"; the
+    other groups of the row were verified independently, so the output is the same.
+  * accumulator faults in the global kernel are applied as corrupt(v_t) - v_t with v_t the
+    partial sum after k-step t recomputed in fp32 (touching the wgmma accumulators inside the
+    pipelined loop would serialise it); in the thread kernel they hit the register directly.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import math
+import os
+import threading
+import weakref
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from .. import telemetry
+from ..abft import gemm, injection
+from . import cuda
+
+K_TILE = gemm.K_TILE
+N_TILE = gemm.N_TILE
+STRIDE = 8
+MAX_INJ = 8
+POLICY = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
+FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
+DTYPES = {torch.bfloat16: 0, torch.float16: 1}
+GLOBAL_BM = 128
+
+
+# ----------------------------------------------------------------------------- argument block
+class _Inj(ctypes.Structure):
+    _fields_ = [("row", ctypes.c_int32), ("col", ctypes.c_int32), ("step", ctypes.c_int32),
+                ("mode", ctypes.c_int32), ("bit", ctypes.c_int32), ("fmt", ctypes.c_int32),
+                ("value", ctypes.c_float), ("slot", ctypes.c_int32)]
+
+
+class _Args(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("bias", ctypes.c_void_p),
+                ("y", ctypes.c_void_p),
+                ("batch", ctypes.c_int64), ("M", ctypes.c_int64), ("N", ctypes.c_int64),
+                ("K", ctypes.c_int64),
+                ("x_bstride", ctypes.c_int64), ("x_rstride", ctypes.c_int64),
+                ("w_bstride", ctypes.c_int64), ("w_rstride", ctypes.c_int64),
+                ("wsum", ctypes.c_void_p), ("wstats", ctypes.c_void_p), ("wfinite", ctypes.c_void_p),
+                ("bstats", ctypes.c_void_p), ("counters", ctypes.c_void_p),
+                ("raise_flag", ctypes.c_void_p), ("ws", ctypes.c_void_p), ("inj_log", ctypes.c_void_p),
+                ("e", ctypes.c_float), ("c_sigma", ctypes.c_float),
+                ("policy", ctypes.c_int32), ("dtype", ctypes.c_int32), ("protect", ctypes.c_int32),
+                ("n_inj", ctypes.c_int32), ("split", ctypes.c_int32), ("mtile", ctypes.c_int32),
+                ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32), ("ws_mtiles", ctypes.c_int32),
+                ("ws_rows", ctypes.c_int64),
+                ("inj", _Inj * MAX_INJ)]
+
+
+# ----------------------------------------------------------------------------- build / load
+def _source_dir() -> Path:
+    here = Path(__file__).resolve().parents[2] / "csrc" / "gemm"
+    if here.is_dir():
+        return here
+    spec = importlib.util.find_spec("ftcompile.csrc")  # installed: package-dir maps csrc/ there
+    if spec is not None and spec.submodule_search_locations:
+        for loc in spec.submodule_search_locations:
+            if (Path(loc) / "gemm").is_dir():
+                return Path(loc) / "gemm"
+    raise FileNotFoundError("ftcompile: csrc/gemm sources not found")
+
+
+def arch_flag(device=None) -> Tuple[str, str]:
+    """(-gencode flag, tag) for the device: sm_90a on Hopper (wgmma and setmaxnreg need the a)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+    return f"-gencode=arch=compute_{arch},code=sm_{arch}", arch
+
+
+def build(verbose: bool = False) -> str:
+    """Compile csrc/gemm/*.cu with cpp_extension + ninja; returns the shared library's path."""
+    from torch.utils.cpp_extension import _get_build_directory, load
+
+    flag, arch = arch_flag()
+    name = f"ftcompile_gemm_sm{arch}"
+    build_dir = _get_build_directory(name, verbose)
+    sources = sorted(str(p) for p in _source_dir().glob("*.cu"))
+    load(name=name, sources=sources, build_directory=build_dir, verbose=verbose,
+         is_python_module=False, extra_cuda_cflags=["-O3", "-std=c++17", flag, "-lineinfo"])
+    return os.path.join(build_dir, f"{name}.so")
+
+
+_lib_lock = threading.Lock()
+_LIB = None
+
+
+def lib():
+    """The loaded kernel library (built on first use)."""
+    global _LIB
+    if _LIB is None:
+        with _lib_lock:
+            if _LIB is None:
+                path = os.environ.get("FTCOMPILE_GEMM_LIB") or build()
+                handle = ctypes.CDLL(path)
+                for fn in ("ft_gemm_global", "ft_gemm_thread"):
+                    getattr(handle, fn).argtypes = [ctypes.POINTER(_Args)]
+                    getattr(handle, fn).restype = ctypes.c_int
+                handle.ft_error_string.restype = ctypes.c_char_p
+                handle.ft_gemm_global_ws_bytes.restype = ctypes.c_longlong
+                handle.ft_gemm_global_ws_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+                if handle.ft_args_size() != ctypes.sizeof(_Args):
+                    raise RuntimeError(f"ftcompile: argument block mismatch (C {handle.ft_args_size()} "
+                                       f"bytes, ctypes {ctypes.sizeof(_Args)})")
+                _LIB = handle
+    return _LIB
+
+
+# ----------------------------------------------------------------------------- per-tensor caches
+class _Cache:
+    """Derived data per tensor, recomputed when the tensor changes in place (version, storage)."""
+
+    def __init__(self):
+        self._d: Dict[int, tuple] = {}
+
+    def get(self, t: torch.Tensor, make):
+        key, stamp = id(t), (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+        hit = self._d.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        val = make(t)
+        if key not in self._d:
+            weakref.finalize(t, self._d.pop, key, None)
+        self._d[key] = (stamp, val)
+        return val
+
+
+_wcache, _bcache, _ccache, _mcache = _Cache(), _Cache(), _Cache(), _Cache()
+
+
+def _weight_enc(weight: torch.Tensor):
+    """(sums [WB,2,K] fp32, stats [WB,3] fp32, finite int32 [1]) from gemm.weight_checksums."""
+    def make(w):
+        enc = gemm.weight_checksums(w)
+        stats = torch.stack([enc.stats.sum_abs_mu, enc.stats.sum_var, enc.stats.sum_mu2], -1)
+        return (enc.sums.contiguous(), stats.float().reshape(-1, 3).contiguous(),
+                enc.finite.to(torch.int32).reshape(1))
+    return _wcache.get(weight, make)
+
+
+def _bias_stats(bias: torch.Tensor) -> torch.Tensor:
+    """fp64 [sum b, sum (n+1) b, sum |b|, max |b|] (the bias terms of checks and thresholds)."""
+    def make(b):
+        bd = b.double()
+        pos = torch.arange(1, b.numel() + 1, dtype=torch.float64, device=b.device)
+        return torch.stack([bd.sum(), (bd * pos).sum(), bd.abs().sum(), bd.abs().max()]).contiguous()
+    return _bcache.get(bias, make)
+
+
+def _kernel_weight(weight: torch.Tensor) -> torch.Tensor:
+    """W as [WB, N, K] with K contiguous and 16-byte rows; a cached copy where it is not."""
+    w3 = weight.reshape(-1, weight.shape[-2], weight.shape[-1]) if weight.dim() == 3 else weight[None]
+    if _tma_ok(w3):
+        return w3
+    return _ccache.get(weight, lambda w: (w.reshape(-1, w.shape[-2], w.shape[-1]) if w.dim() == 3
+                                          else w[None]).contiguous())
+
+
+def _tma_ok(t3: torch.Tensor) -> bool:
+    return (t3.stride(-1) == 1 and t3.stride(-2) % 8 == 0 and t3.stride(0) % 8 == 0
+            and t3.data_ptr() % 16 == 0)
+
+
+def _weight_maxabs(weight: torch.Tensor) -> float:
+    """max |W| (one host sync per weight version): fp16 thread checksums must not overflow."""
+    return _mcache.get(weight, lambda w: float(w.detach().abs().max()))
+
+
+# ----------------------------------------------------------------------------- workspaces
+_ws: Dict[tuple, torch.Tensor] = {}
+
+
+def _workspace(kind: str, device: torch.device, rows: int = 0, mtiles: int = 0):
+    """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
+
+    thread: int32 [done, flag]. global: (buffer, rows, mtiles) with fp64 s1, s2, c1, sx [rows],
+    fp32 max (-inf), min (+inf) [rows], int32 tickets [mtiles], done, flag; grown by doubling."""
+    stream = torch.cuda.current_stream(device).cuda_stream
+    key = (kind, device, stream)
+    hit = _ws.get(key)
+    if kind == "thread":
+        if hit is None:
+            hit = _ws[key] = torch.zeros(2, dtype=torch.int32, device=device)
+        return hit
+    if hit is None or hit[1] < rows or hit[2] < mtiles:
+        rows_c = max(rows, 2 * hit[1] if hit else 0)
+        mt_c = max(mtiles, 2 * hit[2] if hit else 0)
+        buf = torch.zeros(int(lib().ft_gemm_global_ws_bytes(rows_c, mt_c)), dtype=torch.uint8,
+                          device=device)
+        ext = buf[rows_c * 32: rows_c * 40].view(torch.float32)
+        ext[:rows_c].fill_(-math.inf)
+        ext[rows_c:].fill_(math.inf)
+        hit = _ws[key] = (buf, rows_c, mt_c)
+    return hit
+
+
+# ----------------------------------------------------------------------------- support checks
+def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
+                    bias: Optional[torch.Tensor] = None) -> Optional[str]:
+    """Why the CUDA kernel does not take this call (None: it does)."""
+    if not x.is_cuda:
+        return "not a CUDA tensor"
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        return "kernels are built for sm_90 (Hopper) only"
+    if x.dtype not in DTYPES:
+        return f"dtype {x.dtype}: the kernels take bf16 and fp16"
+    if weight.device != x.device or (bias is not None and bias.device != x.device):
+        return "tensors on different devices"
+    if weight.dim() not in (2, 3):
+        return "weight must be [N, K] or [B, N, K]"
+    k, n = weight.shape[-1], weight.shape[-2]
+    if k % 8 or k < 8:
+        return f"K={k}: TMA rows must be a multiple of 16 bytes (K % 8 == 0)"
+    wb = weight.shape[0] if weight.dim() == 3 else 1
+    if x.numel() == 0 or n == 0 or x.numel() % (wb * k):
+        return "empty or mismatched shapes"
+    if max(x.numel() // k, n, k) >= 2 ** 31 - 1:
+        return "a dimension beyond 2^31"
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
+        return "bias must be [N]"
+    if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight) * 8 > 60000:
+        return "fp16 weights so large that an 8-term checksum could overflow fp16"
+    return None
+
+
+def _supports(scheme):
+    def supports(x, weight, bias=None):
+        return fallback_reason(scheme, x, weight, bias) is None
+    return supports
+
+
+# ----------------------------------------------------------------------------- injection plan
+def plan_injections(injections: List[injection.Injection], rows: int, n: int, k: int, spread: int,
+                    site_name: str) -> List[Tuple[injection.Injection, str, int, int, int]]:
+    """(inj, stage, row, col, step) per corrupted element, drawing from each spec's generator in
+    the reference's order (gemm._accumulate: k-step then index; output stage: index)."""
+    n_steps = math.ceil(k / K_TILE)
+    out = []
+    for inj in injections:
+        spec = inj.spec
+        g = inj.generator()
+        step = -1
+        if spec.stage == "accumulator":
+            step = spec.k_step if spec.k_step is not None else int(
+                torch.randint(0, n_steps, (1,), generator=g))
+            step = min(step, n_steps - 1)
+        index = tuple(int(i) for i in spec.index) if spec.index is not None else \
+            injection.draw_index((rows, n), g)
+        if len(index) != 2 or not (-rows <= index[0] < rows and -n <= index[1] < n):
+            raise IndexError(f"fault index {index} out of range for a [{rows}, {n}] output ({site_name})")
+        row, col = index[0] % rows, index[1] % n
+        # count > 1: the next elements of the same check group (injection.apply's placement).
+        slots = injection.group_positions(n, col, spread, N_TILE if spread > 1 else None) \
+            if spec.count > 1 else [col]
+        if spec.count > len(slots):
+            raise ValueError(f"FaultSpec.count={spec.count} exceeds the {len(slots)} elements of the "
+                             f"check group at {index} in {site_name} ({spec.stage})")
+        p0 = slots.index(col)
+        for c in range(spec.count):
+            out.append((inj, spec.stage, row, slots[(p0 + c) % len(slots)], step))
+    return out
+
+
+def _fill_injections(args: _Args, plan, device, log=None) -> Optional[torch.Tensor]:
+    if not plan:
+        return None
+    if log is None:
+        log = torch.zeros(len(plan), 2, dtype=torch.float32, device=device)
+    for i, (inj, stage, row, col, step) in enumerate(plan):
+        spec = inj.spec
+        r = args.inj[i]
+        r.row, r.col, r.step, r.slot = row, col, step, i
+        if spec.bit is None:
+            r.mode, r.value, r.bit, r.fmt = 0, 10.0 if spec.value is None else float(spec.value), 0, 0
+        else:
+            r.mode, r.bit, r.fmt, r.value = 1, spec.bit, FMT[spec.fmt], 0.0
+    args.n_inj = len(plan)
+    args.inj_log = log.data_ptr()
+    return log
+
+
+def _log_events(plan, log: torch.Tensor, site_name: str) -> None:
+    for (inj, stage, row, col, _), (before, after) in zip(plan, log.tolist()):
+        inj.events.append(injection.Event(site_name, stage, (row, col), before, after))
+
+
+# ----------------------------------------------------------------------------- launch
+_sms: Dict[torch.device, int] = {}
+
+
+def _num_sms(device) -> int:
+    if device not in _sms:
+        _sms[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _sms[device]
+
+
+def thread_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int]:
+    """(mtile, split): 16-row tiles for M <= 16; K split over a cluster until ~2 CTAs per SM."""
+    mtile = 1 if m <= 16 else 2
+    base = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
+    nk = math.ceil(k / K_TILE)
+    split = 1
+    while split < 8 and base * split * 2 <= 2 * num_sms and nk // (split * 2) >= 2:
+        split *= 2
+    return mtile, split
+
+
+def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+        site: telemetry.Site, *, protect: bool = True, inject: bool = True,
+        split: Optional[int] = None, mtile: Optional[int] = None,
+        plan: Optional[list] = None, log: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
+
+    ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
+    active FaultSpecs and without the host sync that logging events needs; ``log``: a
+    preallocated [MAX_INJ, 2] fp32 buffer for their (before, after) values."""
+    thread = scheme == "linear_thread"
+    w3 = _kernel_weight(weight)
+    wb, n, k = w3.shape
+    x3 = x.reshape(wb, -1, k)
+    if not _tma_ok(x3):  # TMA wants K contiguous, 16-byte rows: copy (fresh, aligned storage)
+        x3 = x3.contiguous()
+        if not _tma_ok(x3):
+            x3 = x3.clone()
+    m = x3.shape[1]
+    y = torch.empty(wb, m, n, dtype=x.dtype, device=x.device)
+    dev = x.device
+    a = _Args()
+    a.x, a.w, a.y = x3.data_ptr(), w3.data_ptr(), y.data_ptr()
+    a.bias = bias.data_ptr() if bias is not None else None
+    a.batch, a.M, a.N, a.K = wb, m, n, k
+    a.x_bstride, a.x_rstride = x3.stride(0), x3.stride(1)
+    a.w_bstride, a.w_rstride = w3.stride(0), w3.stride(1)
+    a.dtype, a.protect = DTYPES[x.dtype], int(protect)
+    a.stream, a.num_sms = torch.cuda.current_stream(dev).cuda_stream, _num_sms(dev)
+    keep = [x3, w3, y, bias]  # alive until the launch is queued
+    raise_flag = None
+    injections = []
+    if protect:
+        sums, stats, finite = _weight_enc(weight)
+        keep += [sums, stats, finite]
+        a.wsum, a.wstats, a.wfinite = sums.data_ptr(), stats.data_ptr(), finite.data_ptr()
+        if bias is not None:
+            bst = _bias_stats(bias)
+            keep.append(bst)
+            a.bstats = bst.data_ptr()
+        a.counters = telemetry.counters(dev)[site.id].data_ptr()
+        a.policy = POLICY[site.policy]
+        a.c_sigma = site.c_sigma
+        a.e = gemm._e(x3, STRIDE if thread else n, k, site.e_max_safety)
+        if site.policy == "raise":
+            raise_flag = torch.zeros(1, dtype=torch.int32, device=dev)
+            a.raise_flag = raise_flag.data_ptr()
+        if plan is None and inject:
+            injections = injection.pending(site.id, site.name, injection.GEMM_STAGES)
+            if injections:
+                plan = plan_injections(injections, wb * m, n, k, STRIDE if thread else 1, site.name)
+        if plan:
+            if len(plan) > MAX_INJ:
+                raise ValueError(f"ftcompile: at most {MAX_INJ} injected elements per call")
+            log = _fill_injections(a, plan, dev, log)
+    if thread:
+        mt_auto, sp_auto = thread_config(m, n, k, wb, a.num_sms)
+        a.mtile = mtile or mt_auto
+        a.split = split or sp_auto
+        a.split = max(1, min(a.split, math.ceil(k / K_TILE)))
+        ws = _workspace("thread", dev)
+    elif protect:
+        ws, a.ws_rows, a.ws_mtiles = _workspace("global", dev, wb * m, wb * math.ceil(m / GLOBAL_BM))
+    else:
+        ws = None
+    if ws is not None:
+        keep.append(ws)
+        a.ws = ws.data_ptr()
+    fn = lib().ft_gemm_thread if thread else lib().ft_gemm_global
+    _check(fn(ctypes.byref(a)))
+    if log is not None and injections:
+        _log_events(plan, log, site.name)
+    if raise_flag is not None and bool(raise_flag.item()):
+        raise telemetry.FaultDetected(site.name)
+    return y.reshape(*x.shape[:-1], n)
+
+
+def _check(code: int) -> None:
+    if code != 0:
+        raise RuntimeError(f"ftcompile gemm kernel: {lib().ft_error_string(code).decode()} ({code})")
+
+
+def _linear_global(x, weight, bias, site):
+    return run("linear_global", x, weight, bias, site)
+
+
+def _linear_thread(x, weight, bias, site):
+    return run("linear_thread", x, weight, bias, site)
+
+
+# ----------------------------------------------------------------------------- profiling
+def profile_schemes(x_shape, weight: torch.Tensor, dtype: torch.dtype = None, *, reps: int = 20,
+                    bias: Optional[torch.Tensor] = None) -> Dict[str, float]:
+    """Median ms per call of each protected scheme (and of the unprotected F.linear, "none") for
+    inputs of ``x_shape``: what selection="profile" picks from. Counts go to a private site."""
+    dtype = dtype or weight.dtype
+    w = weight.to(dtype)
+    x = torch.randn(*x_shape, dtype=dtype, device=weight.device)
+    sid = telemetry.register("ftcompile.profile", "linear", "profile", "detect", 2.5, 1.0)
+    site = telemetry.site(sid)
+    out: Dict[str, float] = {}
+    candidates = {"none": lambda: torch.nn.functional.linear(x, w, bias)}
+    for scheme in ("linear_global", "linear_thread"):
+        if fallback_reason(scheme, x, w, bias) is None:
+            candidates[scheme.split("_")[1]] = (lambda s=scheme: run(s, x, w, bias, site, inject=False))
+    for name, fn in candidates.items():
+        for _ in range(3):
+            fn()
+        times = []
+        for _ in range(reps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        out[name] = sorted(times)[len(times) // 2]
+    return out
+
+
+# ----------------------------------------------------------------------------- registration
+if torch.cuda.is_available():
+    lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
+    cuda.register("linear_global", _supports("linear_global"), _linear_global)
+    cuda.register("linear_thread", _supports("linear_thread"), _linear_thread)

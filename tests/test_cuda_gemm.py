@@ -1,0 +1,331 @@
+"""CUDA kernels of the protected linears (csrc/gemm): numerics, fault detection and correction,
+policies, counters. The CUDA tier skips without a GPU; the CPU part checks what needs no GPU
+(the injection draws match the reference, the C argument block matches its ctypes mirror)."""
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ftcompile
+from ftcompile import FaultDetected, FaultSpec, inject
+from ftcompile.abft import gemm, injection
+from ftcompile.ops import cuda_gemm
+from conftest import site
+
+CUDA = torch.cuda.is_available()
+HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="needs a CUDA sm_90 GPU")
+OPS = {"global": torch.ops.ftcompile.linear_global, "thread": torch.ops.ftcompile.linear_thread}
+SCHEME = {"global": "linear_global", "thread": "linear_thread"}
+
+
+def _stats(name):
+    return ftcompile.stats(name)[name]
+
+
+def _rand(*shape, dtype, scale=1.0, shift=0.0, gen=None):
+    return (torch.randn(*shape, generator=gen) * scale + shift).to("cuda", dtype)
+
+
+def _assert_same_but_corrected(y, clean, dtype):
+    """The corrected output equals the fault-free run; the recomputed element may differ by one
+    rounding of its fp32 value (a different summation order)."""
+    diff = (y.float() - clean.float()).abs()
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    assert int((diff > 0).sum()) <= 1
+    assert bool((diff <= ulp * clean.float().abs() + 1e-6).all())
+
+
+# ------------------------------------------------------------------------------- CPU tier
+@pytest.mark.parametrize("spread", [1, 8])
+def test_injection_plan_draws_the_reference_elements(spread):
+    """Same FaultSpec, same seed: the CUDA path corrupts the element the CPU reference does."""
+    x, w = torch.randn(2, 24, 192), torch.randn(130, 192)
+    ref = gemm.linear_global if spread == 1 else gemm.linear_thread
+    for seed in range(6):
+        for stage in ("accumulator", "output"):
+            spec = FaultSpec(site="plan", stage=stage, seed=seed, count=1 + seed % 3, value=1.0)
+            with inject(spec) as inj:
+                ref(x, w, None, site_name="plan", site_id=0, policy="detect", c_sigma=2.5,
+                    e_max_safety=1.0)
+            cpu = [e.index for e in inj.events]
+            with inject(spec) as inj2:
+                pending = injection.pending(0, "plan", injection.GEMM_STAGES)
+                plan = cuda_gemm.plan_injections(pending, 48, 130, 192, spread, "plan")
+            assert [(r, c) for _, _, r, c, _ in plan] == cpu
+
+
+def test_argument_block_matches_ctypes_mirror(tmp_path):
+    """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    src = sorted(str(p) for p in (Path(cuda_gemm.__file__).resolve().parents[2] / "csrc" / "gemm").glob("*.cu"))
+    out = tmp_path / "libftgemm.so"
+    cmd = [nvcc, "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
+           "-shared", *src, "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lib = ctypes.CDLL(str(out))
+    assert lib.ft_args_size() == ctypes.sizeof(cuda_gemm._Args)
+
+
+def test_fallback_reasons_on_cpu():
+    x, w = torch.randn(4, 16), torch.randn(8, 16)
+    assert "CUDA" in cuda_gemm.fallback_reason("linear_global", x, w)
+
+
+# ------------------------------------------------------------------------------- CUDA tier
+SHAPES = [  # (x shape, N, K): tails in M, N and K, odd N, batched weights
+    ((3, 17, 96), 200, 96), ((1, 64), 64, 64), ((130, 264), 520, 264), ((5, 300), 77, 1000),
+    ((2, 7, 4096), 4096, 4096), ((256, 512), 384, 512), ((40, 1024), 3000, 1024),
+]
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{s[0]}x{s[1]}x{s[2]}" for s in SHAPES])
+def test_kernel_matches_fp32_reference(scheme, dtype, shape):
+    xs, n, k = shape
+    name = f"cu-{scheme}-{dtype}-{n}"
+    sid = site(name)
+    assert cuda_gemm.fallback_reason(SCHEME[scheme], torch.empty(1, k, device="cuda", dtype=dtype),
+                                     torch.empty(n, k, device="cuda", dtype=dtype)) is None
+    x, w, b = _rand(*xs, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+    ref = F.linear(x.double(), w.double(), b.double())
+    torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+    for bias in (b, None):
+        y = OPS[scheme](x, w, bias, sid)
+        r = ref if bias is not None else F.linear(x.double(), w.double())
+        assert y.dtype == dtype and y.shape == (*xs[:-1], n) and y.is_contiguous()
+        assert torch.isfinite(y).all()
+        assert (y.double() - r).abs().max() <= 2 * torch_err + 1e-6
+        off = cuda_gemm.run(SCHEME[scheme], x, w, bias, ftcompile.telemetry.site(sid), protect=False)
+        assert (off.double() - r).abs().max() <= 2 * torch_err + 1e-6
+    s = _stats(name)
+    assert s["detected"] == 0 and s["checks"] == 2 and s["nonfinite_inputs"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_batched_and_strided_weights(scheme):
+    sid = site(f"cu-bmm-{scheme}")
+    x, w = _rand(4, 33, 64, dtype=torch.bfloat16), _rand(4, 64, 96, dtype=torch.bfloat16)  # W [B, K, N]
+    y = OPS[scheme](x, w.transpose(-1, -2), None, sid)
+    ref = x.double() @ w.double()
+    assert (y.double() - ref).abs().max() <= 2 * ((x @ w).double() - ref).abs().max() + 1e-6
+    wt = _rand(64, 200, dtype=torch.float16)  # a transposed view as weight
+    xt = _rand(64, 9, dtype=torch.float16).t()  # non-contiguous x
+    y = OPS[scheme](xt, wt.t(), None, sid)
+    ref = xt.double() @ wt.double()
+    assert (y.double() - ref).abs().max() <= 2 * ((xt @ wt).double() - ref).abs().max() + 1e-6
+    assert _stats(f"cu-bmm-{scheme}")["detected"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_no_false_positives_over_many_random_inputs(scheme):
+    name = f"cu-clean-{scheme}"
+    sid = site(name)
+    calls = 0
+    for trial in range(48):
+        g = torch.Generator().manual_seed(trial)
+        dtype = [torch.bfloat16, torch.float16][trial % 2]
+        shift, spread = [(0.0, 1.0), (1.0, 1.0), (0.0, 30.0), (3.0, 0.1)][trial % 4]
+        m, n, k = [(24, 192, 192), (1, 4096, 4096), (300, 520, 2048), (16, 11008, 512)][trial % 4]
+        x = _rand(m, k, dtype=dtype, scale=spread, shift=shift, gen=g)
+        w = _rand(n, k, dtype=dtype, scale=0.1 if trial % 3 else 0.02, shift=0.01 * (trial % 5), gen=g)
+        b = _rand(n, dtype=dtype, gen=g) if trial % 2 else None
+        OPS[scheme](x, w, b, sid)
+        calls += 1
+    s = _stats(name)
+    assert s["detected"] == 0 and s["checks"] == calls and s["uncorrectable"] == 0
+
+
+FAULTS = [dict(stage="accumulator", value=0.5, k_step=1), dict(stage="accumulator", bit=30, fmt="fp32"),
+          dict(stage="accumulator", bit=27, fmt="fp32", k_step=0), dict(stage="output", bit=14, fmt="bf16"),
+          dict(stage="output", bit=31, fmt="fp32"), dict(stage="output", value=float("nan")),
+          dict(stage="output", value=float("inf"))]
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda f: "-".join(str(v) for v in f.values()))
+def test_single_fault_detected_and_corrected(scheme, dtype, fault):
+    name = f"cu-fault-{scheme}-{dtype}"
+    sid = site(name)
+    x, w, b = _rand(48, 256, dtype=dtype), _rand(160, 256, dtype=dtype, scale=0.1), _rand(160, dtype=dtype)
+    clean = OPS[scheme](x, w, b, sid)
+    with inject(FaultSpec(site=name, index=(7, 70), **fault)) as inj:
+        y = OPS[scheme](x, w, b, sid)
+    ev = inj.events[0]
+    assert ev.index == (7, 70) and not (ev.after == ev.before)
+    _assert_same_but_corrected(y, clean, dtype)
+    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
+                            "nonfinite_inputs": 0}
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_every_random_single_fault_is_corrected(scheme):
+    """Random element and k-step, exponent bit flips: each one that changes the value by more
+    than 5% (all but flips of near-zero partial sums) is detected and corrected."""
+    name = f"cu-rand-{scheme}"
+    sid = site(name)
+    x, w, b = (_rand(200, 1024, dtype=torch.bfloat16), _rand(640, 1024, dtype=torch.bfloat16, scale=0.05),
+               _rand(640, dtype=torch.bfloat16))
+    clean = OPS[scheme](x, w, b, sid)
+    big = 0
+    for seed in range(30):
+        stage = "accumulator" if seed % 2 else "output"
+        spec = FaultSpec(site=name, stage=stage, seed=seed, bit=[30, 27, 25][seed % 3], fmt="fp32")
+        before = dict(_stats(name))
+        with inject(spec) as inj:
+            y = OPS[scheme](x, w, b, sid)
+        ev = inj.events[0]
+        if not abs(ev.after - ev.before) > 0.05 * (1 + abs(ev.before)):
+            continue
+        big += 1
+        after = _stats(name)
+        assert after["detected"] - before["detected"] == 1, (seed, ev)
+        assert after["corrected"] - before["corrected"] == 1, (seed, ev)
+        _assert_same_but_corrected(y, clean, torch.bfloat16)
+    assert big >= 15 and _stats(name)["uncorrectable"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme):
+    name, rname = f"cu-multi-{scheme}", f"cu-multi-re-{scheme}"
+    sid, rid = site(name), site(rname, policy="recompute")
+    x, w = _rand(16, 128, dtype=torch.bfloat16), _rand(128, 128, dtype=torch.bfloat16)
+    clean = OPS[scheme](x, w, None, sid)
+    spec = dict(stage="output", index=(3, 5), value=4.0, count=2)
+    with inject(FaultSpec(site=name, **spec)) as inj:
+        y = OPS[scheme](x, w, None, sid)
+    assert len(inj.events) == 2
+    s = _stats(name)
+    assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
+    assert not torch.allclose(y, clean)
+    with inject(FaultSpec(site=rname, **spec)):
+        y = OPS[scheme](x, w, None, rid)
+    _assert_same_but_corrected(y, clean, torch.bfloat16)
+    assert _stats(rname)["uncorrectable"] >= 1
+
+
+@needs_hopper
+def test_symmetric_double_fault_is_not_miscorrected():
+    sid = site("cu-sym")
+    x, w = _rand(4, 64, dtype=torch.bfloat16), _rand(64, 64, dtype=torch.bfloat16)
+    clean = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    with inject(FaultSpec(site="cu-sym", stage="output", index=(1, 10), value=3.0, count=3)) as inj:
+        y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    assert [e.index for e in inj.events] == [(1, 10), (1, 11), (1, 12)]
+    assert _stats("cu-sym")["uncorrectable"] == 1 and _stats("cu-sym")["corrected"] == 0
+    assert (y.float() - clean.float()).abs().max() > 1
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_policies_detect_and_raise(scheme):
+    x, w = _rand(8, 64, dtype=torch.bfloat16), _rand(32, 64, dtype=torch.bfloat16)
+    name = f"cu-pol-detect-{scheme}"
+    sid = site(name, policy="detect")
+    clean = OPS[scheme](x, w, None, sid)
+    with inject(FaultSpec(site=name, stage="output", index=(2, 3), value=8.0)):
+        y = OPS[scheme](x, w, None, sid)
+    assert _stats(name)["detected"] == 1 and _stats(name)["corrected"] == 0
+    assert float(y[2, 3]) - float(clean[2, 3]) == pytest.approx(8.0, abs=0.07)
+    rname = f"model.layers.3.mlp.{scheme}"
+    rid = site(rname, policy="raise")
+    OPS[scheme](x, w, None, rid)  # clean call: no raise
+    with inject(FaultSpec(site="model.layers.*", stage="output", value=8.0)):
+        with pytest.raises(FaultDetected, match=rname):
+            OPS[scheme](x, w, None, rid)
+    assert _stats(rname)["detected"] == 1
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_nonfinite_inputs_are_reported_once_not_as_faults(scheme):
+    name = f"cu-nonfinite-{scheme}"
+    sid = site(name)
+    x = _rand(300, 64, dtype=torch.bfloat16)
+    x[1, 3] = float("nan")
+    x[290, 5] = float("inf")
+    y = OPS[scheme](x, _rand(16, 64, dtype=torch.bfloat16), None, sid)
+    assert torch.isnan(y[1]).all() and torch.isfinite(y[0]).all()
+    s = _stats(name)
+    assert s["nonfinite_inputs"] == 1 and s["detected"] == 0
+    OPS[scheme](x, _rand(16, 64, dtype=torch.bfloat16), None, sid)
+    assert _stats(name)["nonfinite_inputs"] == 2
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_same_element_as_cpu_reference(scheme):
+    name = f"cu-same-{scheme}"
+    sid = site(name)
+    x, w = torch.randn(3, 20, 128), torch.randn(96, 128)
+    spec = FaultSpec(site=name, stage="accumulator", seed=11, value=2.0)
+    with inject(spec) as cpu:
+        OPS[scheme](x, w, None, sid)
+    with inject(spec) as gpu:
+        OPS[scheme](x.cuda().bfloat16(), w.cuda().bfloat16(), None, sid)
+    assert [e.index for e in gpu.events] == [e.index for e in cpu.events]
+    assert _stats(name)["corrected"] == 2
+
+
+@needs_hopper
+def test_fp32_falls_back_to_the_reference_with_a_reason():
+    x, w = torch.randn(4, 32, device="cuda"), torch.randn(16, 32, device="cuda")
+    assert "bf16" in cuda_gemm.fallback_reason("linear_thread", x, w)
+    sid = site("cu-fp32")
+    y = torch.ops.ftcompile.linear_thread(x, w, None, sid)
+    torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-5)
+    xk = torch.randn(4, 30, device="cuda", dtype=torch.bfloat16)
+    assert "K % 8" in cuda_gemm.fallback_reason("linear_global", xk, torch.randn(8, 30, device="cuda",
+                                                                                 dtype=torch.bfloat16))
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_cuda_graph_replay_keeps_counting(scheme):
+    """No host sync per call: the op captures into a CUDA graph and replays with counters."""
+    name = f"cu-graph-{scheme}"
+    sid = site(name)
+    x, w = _rand(16, 512, dtype=torch.bfloat16), _rand(1024, 512, dtype=torch.bfloat16)
+    OPS[scheme](x, w, None, sid)  # warm-up: caches, workspace
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = OPS[scheme](x, w, None, sid)
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    assert _stats(name)["checks"] == 4 and _stats(name)["detected"] == 0
+    torch.testing.assert_close(y, F.linear(x, w), rtol=2e-2, atol=2e-2)
+
+
+@needs_hopper
+def test_weight_checksums_follow_in_place_updates():
+    sid = site("cu-update")
+    x, w = _rand(4, 64, dtype=torch.bfloat16), _rand(32, 64, dtype=torch.bfloat16)
+    torch.ops.ftcompile.linear_global(x, w, None, sid)
+    w.mul_(3.0)
+    y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+    torch.testing.assert_close(y, F.linear(x, w), rtol=2e-2, atol=2e-2)
+    assert _stats("cu-update")["detected"] == 0
+
+
+@needs_hopper
+def test_profile_schemes_times_both():
+    w = _rand(1024, 1024, dtype=torch.bfloat16)
+    t = cuda_gemm.profile_schemes((8, 1024), w, torch.bfloat16, reps=3)
+    assert set(t) == {"none", "global", "thread"} and all(v > 0 for v in t.values())
