@@ -25,8 +25,7 @@ MATMULS = {torch.matmul, operator.matmul, torch.mm, torch.bmm}
 MATMUL_METHODS = {"matmul", "mm", "bmm", "__matmul__"}
 LINEARS = {torch._C._nn.linear, F.linear}
 SDPA = {torch._C._nn.scaled_dot_product_attention, F.scaled_dot_product_attention}
-SOFTMAX = {torch.softmax, F.softmax, torch._C._nn.softmax if hasattr(torch._C._nn, "softmax")
-           else torch.softmax, torch.Tensor.softmax}
+SOFTMAX = {torch.softmax, F.softmax}  # and the method x.softmax(-1)
 DROPOUT = {F.dropout, torch.dropout, torch.nn.functional.dropout}
 ADDS = {operator.add, torch.add, operator.iadd}
 MULS = {operator.mul, torch.mul, operator.imul}

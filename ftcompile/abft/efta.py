@@ -70,8 +70,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     s = checksum.STRIDE
     lv = math.ceil(dv / s)
     v_pad = torch.nn.functional.pad(v32, (0, lv * s - dv))
-    v_enc = checksum.encode(v_pad.view(*batch, sk, lv, s).transpose(-1, -2).unsqueeze(-1)
-                            .transpose(-1, -3)).squeeze(-3)  # [..., Sk, 2, 8]
+    # Lane g of a V row holds head-dim elements g, g+8, ...: checksums over them per lane.
+    v_enc = checksum.encode(v_pad.view(*batch, sk, lv, s))  # [..., Sk, 2, 8]
     o = torch.zeros(*batch, sq, lv * s, device=q.device)
     oc = torch.zeros(*batch, sq, 2, s, device=q.device)
     m = torch.full((*batch, sq), float("-inf"), device=q.device)

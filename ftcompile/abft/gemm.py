@@ -151,6 +151,9 @@ def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor
             regroup = group_view(acc)[b, i, gi]
             d2 = checksum.residuals(regroup[None], checks[b, i, gi][None])[0]
             ok = not bool(checksum.exceeds(d2[0], threshold[b, i, gi]))
+        if not ok:
+            ok = _recheck_group(acc, groups.shape[-1], col_of, threshold[b, i, gi], x3, w3, bias,
+                                b, i, gi)
         if ok:
             corrected += 1
         else:
@@ -159,6 +162,25 @@ def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor
                 acc[b, i] = _recompute(x3, w3, bias, b, i)
     as_t = lambda v: torch.tensor(v, dtype=torch.int64, device=acc.device)
     return Outcome(n_detected, as_t(corrected), as_t(uncorrectable), zero)
+
+
+def _recheck_group(acc, length: int, col_of, threshold, x3, w3, bias, b: int, i: int, gi: int
+                   ) -> bool:
+    """Fallback when the weighted checksum cannot place the fault (a fault near the rounding
+    level in a long group, or one whose weighted sum overflows): recompute the group's elements
+    and count those that moved by more than T/2. Exactly one: a single fault, corrected in
+    place. None or several: more than one fault in the group, uncorrectable (acc untouched)."""
+    n = acc.shape[-1]
+    cols = [c for c in (col_of(gi, q) for q in range(length)) if c < n]
+    idx = torch.tensor(cols, device=acc.device)
+    fresh = w3[b, idx].float() @ x3[b, i].float()
+    if bias is not None:
+        fresh = fresh + bias[idx].float()
+    moved = ~((acc[b, i, idx] - fresh).abs() <= threshold / 2)
+    if int(moved.sum()) != 1:
+        return False
+    acc[b, i, idx[moved]] = fresh[moved]
+    return True
 
 
 def _prepare(x: torch.Tensor, weight: torch.Tensor):
