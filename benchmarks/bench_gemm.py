@@ -98,9 +98,11 @@ class Runner:
         self.log = torch.zeros(cuda_gemm.MAX_INJ, 2, device="cuda")
         self.g = torch.Generator().manual_seed(0)
 
-    def variant(self, name, scheme=None, split=None, mtile=None):
+    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None):
         if name == "cublas":
             return lambda x, w, b: F.linear(x, w, b)
+        cluster = 2 if name.endswith("_mc") else None
+        name = name[:-3] if name.endswith("_mc") else name
         protect = name != "off"
 
         def call(x, w, b):
@@ -111,7 +113,8 @@ class Runner:
                         int(torch.randint(0, n, (1,), generator=self.g)))
                 plan = [(self.inj, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
-                                 split=split, mtile=mtile, plan=plan, log=self.log)
+                                 split=split, mtile=mtile, nbox=nbox, stages=stages, plan=plan,
+                                 log=self.log, cluster=cluster)
         return call
 
 
@@ -176,15 +179,77 @@ def smoke():
     return ok
 
 
+def diag():
+    """Where the checks' residuals come from: per trial of the false-positive test, the largest
+    |sum - check| / threshold, split into the error of the sum (vs fp64) and of the check."""
+    runner = Runner()
+    from ftcompile.abft import gemm as ref
+    for trial in range(48):
+        g = torch.Generator().manual_seed(trial)
+        dtype = [torch.bfloat16, torch.float16][trial % 2]
+        shift, spread = [(0.0, 1.0), (1.0, 1.0), (0.0, 30.0), (3.0, 0.1)][trial % 4]
+        m, n, k = [(24, 192, 192), (1, 4096, 4096), (300, 520, 2048), (16, 11008, 512)][trial % 4]
+        x = (torch.randn(m, k, generator=g) * spread + shift).to("cuda", dtype)
+        w = (torch.randn(n, k, generator=g) * (0.1 if trial % 3 else 0.02) + 0.01 * (trial % 5)).to("cuda", dtype)
+        b = torch.randn(n, generator=g).to("cuda", dtype) if trial % 2 else None
+        yd = x.double() @ w.double().T + (b.double() if b is not None else 0)
+        line = [f"t{trial:02d} {str(dtype)[6:]:8s} x~({shift},{spread}) {m}x{n}x{k} bias={b is not None}"]
+        for scheme in ("linear_global", "linear_thread"):
+            if scheme == "linear_global":
+                dbg = torch.zeros(m, 3, dtype=torch.float64, device="cuda")
+                exact = yd.sum(-1)
+            else:
+                gcount = math.ceil(n / 64) * 8
+                dbg = torch.zeros(m, gcount, 3, dtype=torch.float64, device="cuda")
+                ypad = F.pad(yd, (0, math.ceil(n / 64) * 64 - n))
+                exact = ypad.view(m, -1, 8, 8).sum(-2).reshape(m, gcount)  # [m, tiles*8]: group g of tile
+            cuda_gemm.run(scheme, x, w, b, runner.site, inject=False, dbg=dbg)
+            torch.cuda.synchronize()
+            s, c, t = dbg[..., 0], dbg[..., 1], dbg[..., 2]
+            ok = t > 0
+            ratio = torch.where(ok, (s - c).abs() / t.clamp_min(1e-30), torch.zeros_like(t))
+            i = int(ratio.argmax())
+            es, ec, tt = (s.flatten()[i] - exact.flatten()[i]), (c.flatten()[i] - exact.flatten()[i]), t.flatten()[i]
+            line.append(f"{scheme[7:]}: max|D|/T={ratio.max().item():.2e} n>1={int((ratio > 1).sum())} "
+                        f"at {i}: sum-err/T={(es / tt).item():+.2e} chk-err/T={(ec / tt).item():+.2e} T={tt.item():.2e}")
+        # the reference algorithm on the GPU (fp32 matmul), same thresholds
+        with torch.no_grad():
+            _, oc = ref.linear_global(x, w, b, site_name="diag", site_id=0, policy="detect", c_sigma=2.5,
+                                      e_max_safety=1.0)
+            _, ot = ref.linear_thread(x, w, b, site_name="diag", site_id=0, policy="detect", c_sigma=2.5,
+                                      e_max_safety=1.0)
+        line.append(f"reference detections: global {int(oc.detected)} thread {int(ot.detected)}")
+        print(" | ".join(line), flush=True)
+
+
+def profile():
+    """A few launches for ncu: thread on/off (memory-bound), global on/off (4096^3)."""
+    runner = Runner()
+    mc = os.environ.get("FTG_MC") == "1"
+    for (m, n, k), scheme in (((1, 4096, 4096), "linear_thread"), ((16, 11008, 4096), "linear_thread"),
+                              ((4096, 4096, 4096), "linear_global"), ((8192, 768, 3072), "linear_global")):
+        x, w, b = make_sets(m, n, k, torch.bfloat16, budget=1)[0]
+        names = ("off", "on") + (("off_mc", "on_mc") if mc and scheme == "linear_global" else ())
+        for name in names:
+            runner.variant(name, scheme)(x, w, b)
+    torch.cuda.synchronize()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--diag", action="store_true")
+    ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     args = ap.parse_args()
     torch.manual_seed(0)
     if args.smoke:
         sys.exit(0 if smoke() else 1)
+    if args.diag:
+        return diag()
+    if args.profile:
+        return profile()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -201,8 +266,11 @@ def main():
     gshapes += [(s, s, s) for s in (1024, 2048, 8192)]
     if args.quick:
         gshapes = gshapes[:3] + [(8192, 8192, 8192)]
+    mc = os.environ.get("FTG_MC") == "1"  # the 2-CTA multicast variant passed its smoke test
     gvars = [("cublas", None, "cublas", {}), ("off", "linear_global", "off", {}),
              ("on", "linear_global", "on", {}), ("fault", "linear_global", "fault", {})]
+    if mc:
+        gvars += [(f"{v}_mc", "linear_global", f"{v}_mc", {}) for v in ("off", "on", "fault")]
     glines = []
     for dtype in (bf16, fp16):
         for shape in (gshapes if dtype == bf16 else gshapes[:3]):
@@ -212,14 +280,19 @@ def main():
             c = r.get("cublas")
             f = lambda v: f"{v:.4f}" if v else "fail"
             q = lambda v: f"{v / c:.3f}" if v and c else "-"
-            glines.append([f"{m}x{n}x{k}", str(dtype).split(".")[-1], f"{ai:.0f}", f(c), f(r.get("off")),
-                           f(r.get("on")), f(r.get("fault")), q(r.get("off")), q(r.get("on")),
-                           q(r.get("fault")),
-                           f"{(r['fault'] / r['on'] - 1) * 100:.1f}%" if r.get("fault") and r.get("on") else "-"])
-            print(" | ".join(glines[-1]), flush=True)
-    md.append(fmt_table("Global scheme vs cuBLAS (ms; ratios to cuBLAS)",
-                        ["M×N×K", "dtype", "AI", "cuBLAS", "off", "on", "on+fault", "off/cuBLAS",
-                         "on/cuBLAS", "fault/cuBLAS", "fault cost"], glines))
+            cost = lambda a, b: f"{(r[a] / r[b] - 1) * 100:.1f}%" if r.get(a) and r.get(b) else "-"
+            line = [f"{m}x{n}x{k}", str(dtype).split(".")[-1], f"{ai:.0f}", f(c), f(r.get("off")),
+                    f(r.get("on")), q(r.get("off")), q(r.get("on")), cost("on", "off"), cost("fault", "on")]
+            if mc:
+                line += [f(r.get("on_mc")), q(r.get("off_mc")), q(r.get("on_mc")), cost("on_mc", "off_mc"),
+                         cost("fault_mc", "on_mc")]
+            glines.append(line)
+            print(" | ".join(line), flush=True)
+    head = ["M×N×K", "dtype", "AI", "cuBLAS", "off", "on", "off/cuBLAS", "on/cuBLAS", "on vs off",
+            "fault cost"]
+    if mc:
+        head += ["on (mc)", "off/cuBLAS (mc)", "on/cuBLAS (mc)", "on vs off (mc)", "fault cost (mc)"]
+    md.append(fmt_table("Global scheme vs cuBLAS (ms; mc = 2-CTA clusters with W multicast)", head, glines))
 
     # ---- thread scheme: bandwidth-bound shapes, and the crossover with global
     tshapes = [(k, n) for k, n in LLAMA7 + [(4096, 14336)] + GPT2]
@@ -272,23 +345,37 @@ def main():
     md.append(fmt_table("Square M=N=K (bf16, µs)", ["size", "AI", "cuBLAS", "thread off", "thread on",
                                                       "global on", "thread/cuBLAS", "global/cuBLAS"], slines))
 
-    # ---- thread split sweep (K split over a cluster) on a few shapes
+    # ---- thread kernel configuration sweep: k-boxes per stage x ring depth x cluster split
     sweep = []
-    for (m, n, k) in ([(1, 4096, 4096), (16, 11008, 4096), (1, 2304, 768), (16, 768, 3072)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for (m, n, k) in ([(1, 4096, 4096), (16, 11008, 4096), (1, 4096, 11008), (16, 768, 3072), (64, 4096, 4096)]
                       if not args.quick else [(1, 4096, 4096)]):
         sets = make_sets(m, n, k, bf16)
-        line = [f"{m}x{n}x{k}", str(cuda_gemm.thread_config(m, n, k, 1, torch.cuda.get_device_properties(0).multi_processor_count)[1])]
-        for sp in (1, 2, 4, 8):
-            try:
-                ms = graph_time(runner.variant("on", "linear_thread", split=sp), sets)
-                line.append(f"{ms * 1000:.1f}")
-                rows.append({**record((m, n, k), bf16, f"thread_on_split{sp}", ms, copy)})
-            except Exception as exc:
-                line.append(f"fail ({type(exc).__name__})")
-        sweep.append(line)
-        print(" | ".join(line), flush=True)
-    md.append(fmt_table("Thread scheme: K split over a cluster (µs, protected)",
-                        ["shape", "auto split", "1", "2", "4", "8"], sweep))
+        auto = cuda_gemm.thread_config(m, n, k, 1, sms)
+        best = None
+        for nbox, stages in ((1, 8), (2, 8)):
+            for sp in (1, 2, 4, 8):
+                for variant in ("off", "on"):
+                    try:
+                        ms = graph_time(runner.variant(variant, "linear_thread", split=sp, nbox=nbox,
+                                                       stages=stages), sets)
+                    except Exception as exc:
+                        print(f"  sweep {m}x{n}x{k} nbox={nbox} ns={stages} split={sp}: {type(exc).__name__} {exc}")
+                        torch.cuda.synchronize()
+                        continue
+                    rows.append({**record((m, n, k), bf16, f"thread_{variant}_b{nbox}_s{stages}_k{sp}", ms, copy)})
+                    if variant == "on" and (best is None or ms < best[0]):
+                        best = (ms, nbox, stages, sp)
+        nbytes = (m * k + n * k + m * n + n) * 2
+        sweep.append([f"{m}x{n}x{k}", f"b{auto[2]} s{auto[3]} k{auto[1]}",
+                      f"b{best[1]} s{best[2]} k{best[3]}" if best else "-",
+                      f"{best[0] * 1000:.1f}" if best else "-",
+                      f"{100 * nbytes / best[0] / 1e6 / copy:.0f}%" if best else "-"])
+        print(" | ".join(sweep[-1]), flush=True)
+        del sets
+    md.append(fmt_table("Thread kernel configurations (protected; b = 64-wide k-boxes per stage, s = ring depth, "
+                        "k = cluster split; all timings in gemm_bench.json)",
+                        ["shape", "auto", "best", "best µs", "% copy BW"], sweep))
 
     cross.sort(key=lambda c: c["intensity"])
     xl = [[f"{c['M']}x{c['N']}x{c['K']}", f"{c['intensity']:.1f}", f"{c['thread_over_cublas']:.3f}",

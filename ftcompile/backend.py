@@ -63,18 +63,20 @@ def _precompute_weight_checksums(gm: GraphModule, values) -> None:
     """Offline encoding: checksum every global-ABFT weight now, at compile time."""
     for node in gm.graph.nodes:
         if node.target is torch.ops.ftcompile.linear_global.default:
-            w = node.args[1]
-            transposed = w.op == "call_method" and w.target == "transpose"
-            source = w.args[0] if transposed else w
-            real = values.get(source.name) if source.op == "placeholder" else None
+            w, transposed = node.args[1], node.args[4]
+            real = values.get(w.name) if w.op == "placeholder" else None
             if isinstance(real, torch.Tensor) and not isinstance(real, torch._subclasses.FakeTensor):
                 gemm.weight_checksums(real.transpose(-2, -1) if transposed else real)
 
 
-def ft_backend(gm: GraphModule, example_inputs, options: Any = None, **_unused) -> Callable:
+def ft_backend(gm: GraphModule, example_inputs, options: Any = None, mode: Optional[str] = None
+               ) -> Callable:
     config = FTConfig.from_options(options)
     gm = rewrite(gm, example_inputs, config)
     if config.eager:
         return gm.forward
+    from torch._inductor import list_mode_options
     from torch._inductor.compile_fx import compile_fx
-    return compile_fx(gm, example_inputs, config_patches=dict(config.inductor))
+    patches = dict(list_mode_options(mode)) if mode else {}  # torch.compile(mode=...) still applies
+    patches.update(config.inductor)
+    return compile_fx(gm, example_inputs, config_patches=patches)

@@ -10,14 +10,20 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from torch.fx.experimental.symbolic_shapes import optimization_hint
+try:
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+except ImportError:  # torch < 2.13
+    optimization_hint = None
 
 
 def hint(x) -> int:
     """A concrete value for a size that may be symbolic, without adding a guard."""
     if isinstance(x, int):
         return x
-    return int(optimization_hint(x, fallback=8192))
+    if optimization_hint is not None:
+        return int(optimization_hint(x, fallback=8192))
+    node = x.node  # older torch: the SymNode's example value, read without guarding
+    return int(node.hint) if node.hint is not None else 8192
 
 
 def numel(shape: Sequence) -> int:

@@ -29,30 +29,57 @@ def _save(fig, path) -> Path:
     return path
 
 
-def detection_by_bit(results: Sequence[Dict], path, title: str = "") -> Path:
-    """Detection rate (%) against the flipped bit, one line per (distribution, stage)."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for res in results:
+def detection_by_bit(results: Sequence[Dict], path, title: str = "",
+                     offline: Sequence[Dict] = ()) -> Path:
+    """Detection rate (%) against the flipped bit, one line per (distribution, stage).
+
+    Left: the op's own (fused, fp32-accumulator) check, all flips solid and magnitude-growing
+    (0 -> 1) flips dotted. Right, if ``offline`` results are given: the paper's setting, the
+    check on the rounded output, 0 -> 1 flips, one line style per e_max."""
+    panels = 2 if offline else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7.5 * panels, 4.8), squeeze=False)
+    ax = axes[0][0]
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fmt = results[0]["fmt"] if results else "bf16"
+    for i, res in enumerate(results):
         stages = sorted({row["stage"] for row in res["summary"]})
-        for stage in stages:
+        for j, stage in enumerate(stages):
             rows = sorted((r for r in res["summary"] if r["stage"] == stage and r["bit"] is not None),
                           key=lambda r: r["bit"])
+            color = palette[(i * len(stages) + j) % len(palette)]
             label = res["dist"] if len(stages) == 1 else f"{res['dist']} / {stage}"
             ax.plot([r["bit"] for r in rows], [100 * r["detection_rate"] for r in rows],
-                    marker="o", label=label)
-    fmt = results[0]["fmt"] if results else "bf16"
-    if fmt in ("bf16", "fp16"):
-        lo, hi = (7, 14) if fmt == "bf16" else (10, 14)
-    else:
-        lo, hi = 23, 30
+                    marker="o", ms=4, color=color, label=f"{label}: all flips")
+            up = [(r["bit"], 100 * r["detection_rate_up"]) for r in rows
+                  if r.get("detection_rate_up") is not None]
+            if up:
+                ax.plot(*zip(*up), ":", marker="^", ms=4, color=color, label=f"{label}: 0->1 only")
+    ax.set_title(title or "Detection rate by bit position", fontsize=10)
+    _bit_axes(ax, fmt)
+    if offline:
+        ax2 = axes[0][1]
+        es = sorted({o["e_max"] for o in offline})
+        dists = list(dict.fromkeys(o["dist"] for o in offline))
+        for o in offline:
+            pts = [(int(b), 100 * v) for b, v in o["detection_rate_up"].items() if v is not None]
+            style = "-" if o["e_max"] == es[0] else "--"
+            ax2.plot(*zip(*sorted(pts)), style, marker="o", ms=4,
+                     color=palette[dists.index(o["dist"]) % len(palette)],
+                     label=f"{o['dist']}, e_max {o['e_max']:.2g}")
+        ax2.set_title(f"Offline check of the rounded {fmt} output (the paper's Table 8 setting), "
+                      "0->1 flips", fontsize=10)
+        _bit_axes(ax2, fmt)
+    return _save(fig, path)
+
+
+def _bit_axes(ax, fmt: str) -> None:
+    lo, hi = {"bf16": (7, 14), "fp16": (10, 14)}.get(fmt, (23, 30))
     ax.axvspan(lo - 0.5, hi + 0.5, color="#e3f2fd", zorder=0, label=f"exponent bits ({fmt})")
     ax.set_xlabel(f"flipped bit of the {fmt} value (0 = mantissa LSB)")
     ax.set_ylabel("detected (%)")
     ax.set_ylim(-3, 103)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or "Detection rate by bit position")
-    return _save(fig, path)
+    ax.legend(fontsize=7, loc="lower right")
 
 
 def stage_bit_heatmap(result: Dict, path, title: str = "") -> Path:
@@ -74,22 +101,33 @@ def stage_bit_heatmap(result: Dict, path, title: str = "") -> Path:
         ax.set_xticks(range(len(bits)), bits, fontsize=7)
         ax.set_xlabel(f"flipped bit ({result['fmt']})")
         fig.colorbar(im, ax=ax, label=label)
-    axes[0].set_title(title or f"{result['op']} {result['dtype']}: detection and silent corruption")
+    axes[0].set_title(title or f"{result['op']} {result['dtype']} {result['dist']}: detection")
+    worst = max((r["max_missed_error"] for r in summary), default=0.0)
+    rel = max((r.get("max_missed_rel_error", 0.0) for r in summary), default=0.0)
+    axes[1].set_title(f"missed (output beyond rounding, undetected); largest error {worst:.2g}"
+                      + (f" = {rel:.1e} of max |output|" if rel else ""), fontsize=10)
     return _save(fig, path)
 
 
 def tightness(results: Sequence[Dict], path, title: str = "") -> Path:
-    """Threshold / actual verification difference against n (log-log), V-ABFT, A-ABFT, fixed."""
-    fig, ax = plt.subplots(figsize=(8, 5))
-    styles = {"vabft": "-", "aabft": "--", "fixed": ":"}
-    names = {"vabft": "V-ABFT", "aabft": "A-ABFT", "fixed": "fixed"}
+    """Threshold / actual verification difference against n (log-log): V-ABFT per run (solid),
+    A-ABFT (dashed) and the fixed threshold (dotted) once per (dtype, path)."""
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    drawn = set()
     for i, res in enumerate(results):
         ns = [r["n"] for r in res["rows"]]
-        for key in ("vabft", "aabft", "fixed"):
-            ax.plot(ns, [r[f"{key}_tightness"] for r in res["rows"]], styles[key], marker="o",
-                    color=palette[i % len(palette)], ms=4,
-                    label=f"{names[key]} {res['dtype']} ({res['path']}, {res['dist']})")
+        color = palette[i % len(palette)]
+        e = next(iter(res["e_max"].values()))
+        ax.plot(ns, [r["vabft_tightness"] for r in res["rows"]], "-", marker="o", ms=4,
+                color=color, label=f"V-ABFT {res['dtype']} {res['path']}, e_max {e:.2g}")
+        if (res["dtype"], res["path"]) in drawn:
+            continue
+        drawn.add((res["dtype"], res["path"]))
+        ax.plot(ns, [r["aabft_tightness"] for r in res["rows"]], "--", marker="s", ms=4,
+                color=color, label=f"A-ABFT {res['dtype']} {res['path']}")
+        ax.plot(ns, [r["fixed_tightness"] for r in res["rows"]], ":", marker="^", ms=4,
+                color=color, label=f"fixed {res['dtype']} {res['path']}")
     for dtype, (lo, hi) in PAPER_BANDS.items():
         ax.axhspan(lo, hi, alpha=0.12, color="#1565c0" if dtype == "fp32" else "#ef6c00",
                    label=f"paper V-ABFT {dtype}: {lo}-{hi}x")
@@ -100,16 +138,18 @@ def tightness(results: Sequence[Dict], path, title: str = "") -> Path:
     ax.set_xlabel("n (n x n x n GEMM)")
     ax.set_ylabel("threshold / mean |verification difference|")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(title or "Threshold tightness (lower is tighter; must stay above 1)")
     return _save(fig, path)
 
 
 def model_outcomes(result: Dict, path, title: str = "") -> Path:
-    """Stacked outcome fractions, unprotected vs protected, overall and per site kind/stage."""
+    """Left: stacked outcomes, unprotected (U) vs protected (P), overall and per stage.
+    Right: silent-corruption rates of U and P under three definitions of "output changed"."""
     s = result["summary"]
     groups: List = [("all", s["overall"])] + [(k, v) for k, v in s["by_stage"].items()]
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(groups) + 2), 5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(max(10, 1.2 * len(groups) + 7), 5.2),
+                                  gridspec_kw={"width_ratios": [max(3, len(groups)), 2.2]})
     order = ("masked", "corrected", "detected", "miscorrected", "missed")
     width = 0.38
     for gi, (name, rates) in enumerate(groups):
@@ -122,16 +162,31 @@ def model_outcomes(result: Dict, path, title: str = "") -> Path:
                        color=COLORS[o], label=LABELS[o] if gi == 0 and side == 1 else None,
                        edgecolor="white", linewidth=0.5)
                 bottom += frac
-            sdc = rates[label]["sdc_rate"] or 0.0
-            ax.text(gi + (side - 0.5) * width, 101, f"{'U' if side == 0 else 'P'}\n{100 * sdc:.0f}%",
-                    ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(groups)), [f"{g} (n={r['trials']})" for g, r in groups], rotation=20,
-                  fontsize=8)
-    ax.set_ylim(0, 118)
+            ax.text(gi + (side - 0.5) * width, 101, "U" if side == 0 else "P", ha="center",
+                    va="bottom", fontsize=8)
+    ax.set_xticks(range(len(groups)), [f"{g}\n(n={r['trials']})" for g, r in groups], fontsize=8)
+    ax.set_ylim(0, 108)
     ax.set_ylabel("trials (%)")
-    ax.legend(fontsize=8, loc="lower left", framealpha=0.9)
-    ax.set_title(title or (f"{result['model']}: one fault per run, U = unprotected, P = protected "
-                           "(label: silent-corruption rate)"), fontsize=10)
+    ax.set_title("Outcome of one fault per run, by stage hit", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+
+    overall = s["overall"]
+    keys = (("sdc_rate", "beyond\nrounding"), ("significant_sdc_rate", "> 0.1% of\nmax logit"),
+            ("top1_sdc_rate", "top-1 token\nchanged"))
+    for side, (label, color) in enumerate((("unprotected", COLORS["missed"]),
+                                           ("protected", COLORS["corrected"]))):
+        vals = [100 * (overall[label][k] or 0.0) for k, _ in keys]
+        xs = [i + (side - 0.5) * width for i in range(len(keys))]
+        ax2.bar(xs, vals, width * 0.95, color=color, label=label)
+        for x, v in zip(xs, vals):
+            ax2.text(x, v + 0.8, f"{v:.1f}%", ha="center", va="bottom", fontsize=8)
+    ax2.set_xticks(range(len(keys)), [k[1] for k in keys], fontsize=8)
+    ax2.set_ylabel("silent data corruption (% of trials)")
+    ax2.set_ylim(0, max(5.0, 1.15 * max(100 * (overall["unprotected"][k] or 0) for k, _ in keys)))
+    ax2.legend(fontsize=8)
+    ax2.set_title("Silent corruption of the logits", fontsize=10)
+    fig.suptitle(title or f"{result['model']} (random weights), {result['trials']} single "
+                 f"{result['fmt']} bit flips: unprotected (U) vs protected (P)", fontsize=11)
     return _save(fig, path)
 
 

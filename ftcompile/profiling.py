@@ -23,10 +23,20 @@ _PROFILE_SITE = "<profile>"
 def _timer(device: torch.device):
     if device.type == "cuda":
         def run(fn, reps):
+            # Replay a CUDA graph where the op can be captured (the kernels can; the reference,
+            # which syncs to correct, cannot): small shapes are otherwise launch-bound.
+            try:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    fn()
+                call = graph.replay
+            except RuntimeError:
+                torch.cuda.synchronize()
+                call = fn
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(reps):
-                fn()
+                call()
             end.record()
             torch.cuda.synchronize()
             return start.elapsed_time(end) / reps
@@ -42,7 +52,7 @@ def _timer(device: torch.device):
 @functools.lru_cache(maxsize=None)
 def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: torch.dtype,
                         device: str) -> Dict[str, float]:
-    """Median-free but warmed mean ms per call of: plain F.linear, global, thread."""
+    """Warmed mean ms per call of: plain F.linear, global, thread."""
     dev = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(wbatch, m, k, generator=gen).to(dev, dtype)

@@ -35,6 +35,9 @@ class Site:
     policy: str = "correct"
     c_sigma: float = 2.5
     e_max_safety: float = 1.0
+    # The weight is a parameter or buffer (outlives the call), so checksums derived from it may
+    # be cached; False for weights computed in the graph.
+    static_weight: bool = True
 
 
 _lock = threading.Lock()
@@ -44,16 +47,16 @@ _counters: Dict[torch.device, torch.Tensor] = {}
 
 
 def register(name: str, kind: str, scheme: str, policy: str, c_sigma: float,
-             e_max_safety: float) -> int:
+             e_max_safety: float, static_weight: bool = True) -> int:
     """The id of a site; the same (name, kind, scheme, policy, thresholds) reuses its id, so
     recompiling a model (Dynamo may call a backend twice, or per new shape) keeps one row."""
-    key = (name, kind, scheme, policy, c_sigma, e_max_safety)
+    key = (name, kind, scheme, policy, c_sigma, e_max_safety, static_weight)
     with _lock:
         if key in _by_key:
             return _by_key[key]
         if len(_sites) >= MAX_SITES:
             raise RuntimeError(f"more than {MAX_SITES} protected sites in one process")
-        site = Site(len(_sites), name, kind, scheme, policy, c_sigma, e_max_safety)
+        site = Site(len(_sites), name, kind, scheme, policy, c_sigma, e_max_safety, static_weight)
         _sites.append(site)
         _by_key[key] = site.id
         return site.id

@@ -140,10 +140,10 @@ def decide(ctx: PassContext, kind: str, op: str, name: str, dtype: torch.dtype, 
     return record
 
 
-def register_site(ctx: PassContext, record: SiteRecord) -> int:
+def register_site(ctx: PassContext, record: SiteRecord, static_weight: bool = True) -> int:
     cfg = ctx.config
     site = telemetry.register(record.name, record.kind, record.scheme, cfg.policy, cfg.c_sigma,
-                              cfg.e_max_safety)
+                              cfg.e_max_safety, static_weight)
     record.site_id = site
     return site
 

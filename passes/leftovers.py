@@ -28,10 +28,18 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         nbytes = float(sum(hint(t.numel()) * t.element_size() for t in operands)
                        + hint(out.numel()) * out.element_size())
         name = ctx.unique(module_path(node) or node.name)
+        if k == 1:
+            reason = ("an outer product (K = 1, e.g. rotary position frequencies): one multiply "
+                      "per output, no accumulation for a checksum to protect")
+        elif flops < ctx.config.min_flops:
+            reason = (f"{flops:.0f} FLOPs < min_flops {ctx.config.min_flops:.0f}: a product this "
+                      "small is not worth protecting")
+        else:
+            reason = ("not protected: a product of two activations outside a recognised attention "
+                      "pattern (no weight to checksum offline)")
         ctx.records.append(SiteRecord(
             name=name, kind="matmul", op=getattr(node.target, "__name__", str(node.target)),
             shapes=shape_str(*operands), dtype=str(a.dtype).replace("torch.", ""), flops=flops,
             bytes=nbytes, intensity=flops / nbytes if nbytes else 0.0, cmr=None, scheme="none",
-            reason="not protected: a product of two activations outside a recognised attention "
-                   "pattern (no weight to checksum offline)", graph=ctx.graph_index))
+            reason=reason, graph=ctx.graph_index))
     return gm

@@ -2,7 +2,8 @@
 
 Matched: torch._C._nn.linear / F.linear (nn.Linear), torch.addmm(b, x, W) (HF Conv1D),
 matmul / mm / bmm / @ with a weight parameter on the right (x @ W, x @ W[b]). The op takes the
-weight as [N, K] (or [B, N, K]); for x @ W the pass inserts the transposed view W^T.
+weight as [N, K] (or [B, N, K]); for x @ W it takes W as it is with ``transposed=True``, so the
+op sees the parameter itself (caches key on it; inductor never copies it into a scratch buffer).
 """
 from __future__ import annotations
 
@@ -30,13 +31,6 @@ def _site_name(ctx: PassContext, node: Node, weight: Node, layer_call: bool) -> 
     if path and path.split(".")[-1] == "weight":  # name the layer, not its parameter
         path = path[: -len("weight")].rstrip(".") or module_path(node) or "<root>"
     return ctx.unique(path or module_path(node) or node.name)
-
-
-def _transposed(gm: GraphModule, w: Node, before: Node) -> Node:
-    with gm.graph.inserting_before(before):
-        wt = gm.graph.call_method("transpose", (w, -2, -1))
-        wt.meta["example_value"] = fake(w).transpose(-2, -1)
-    return wt
 
 
 def _blocker(fx: torch.Tensor, fw_nk: torch.Tensor, fb: Optional[torch.Tensor]) -> Optional[str]:
@@ -72,22 +66,22 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         if is_call(node, LINEARS):
             x, w, b = node.args[0], node.args[1], arg(node, 2, "bias")
-            op, weight_nk = "linear", None
+            op, transposed = "linear", False
         elif is_call(node, (torch.addmm,)):
             b, x, w = node.args[:3]
             if scalar(arg(node, 3, "beta", 1)) != 1 or scalar(arg(node, 4, "alpha", 1)) != 1:
                 continue  # a scaled addmm is not a linear layer; the leftover report lists it
-            op, weight_nk = "addmm", "transpose"
+            op, transposed = "addmm", True
         elif is_call(node, MATMULS, MATMUL_METHODS) and is_parameter(node.args[1], ctx):
             x, w, b = node.args[0], node.args[1], None
-            op, weight_nk = getattr(node.target, "__name__", str(node.target)), "transpose"
+            op, transposed = getattr(node.target, "__name__", str(node.target)), True
         else:
             continue
         mark(node)
         fx, fw, fb = fake(x), fake(w), fake(b)
         if fx is None or fw is None:
             continue
-        fw_nk = fw.transpose(-2, -1) if weight_nk else fw
+        fw_nk = fw.transpose(-2, -1) if transposed else fw
         name = _site_name(ctx, node, w, layer_call=op in ("linear", "addmm"))
         cost = linear_cost(fx.shape, fw_nk.shape, fx.dtype)
         record = decide(ctx, "linear", op, name, fx.dtype, cost, shape_str(fx, fw_nk),
@@ -96,8 +90,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         if ctx.config.selection == "profile" and ctx.config.override_for(name) is None:
             _profile(record, fx, fw_nk, fb is not None, ctx)
-        site = register_site(ctx, record)
-        weight = _transposed(gm, w, node) if weight_nk else w
-        replace(gm, node, OPS[record.scheme], (x, weight, b, site), dead=())
+        site = register_site(ctx, record, static_weight=is_parameter(w, ctx))
+        replace(gm, node, OPS[record.scheme], (x, w, b, site, transposed), dead=())
         counters[f"linear_{record.scheme}"] += 1
     return gm

@@ -81,7 +81,7 @@ def test_fallback_reasons_on_cpu():
 
 # ------------------------------------------------------------------------------- CUDA tier
 SHAPES = [  # (x shape, N, K): tails in M, N and K, odd N, batched weights
-    ((3, 17, 96), 200, 96), ((1, 64), 64, 64), ((130, 264), 520, 264), ((5, 300), 77, 1000),
+    ((3, 17, 96), 200, 96), ((1, 64), 64, 64), ((130, 264), 520, 264), ((5, 1000), 77, 1000),
     ((2, 7, 4096), 4096, 4096), ((256, 512), 384, 512), ((40, 1024), 3000, 1024),
 ]
 
@@ -190,13 +190,14 @@ def test_every_random_single_fault_is_corrected(scheme):
             y = OPS[scheme](x, w, b, sid)
         ev = inj.events[0]
         if not abs(ev.after - ev.before) > 0.05 * (1 + abs(ev.before)):
-            continue
+            continue  # near-zero partial sums: a change the threshold may rightly not resolve
         big += 1
         after = _stats(name)
         assert after["detected"] - before["detected"] == 1, (seed, ev)
         assert after["corrected"] - before["corrected"] == 1, (seed, ev)
+        assert after["uncorrectable"] == before["uncorrectable"], (seed, ev)
         _assert_same_but_corrected(y, clean, torch.bfloat16)
-    assert big >= 15 and _stats(name)["uncorrectable"] == 0
+    assert big >= 15
 
 
 @needs_hopper
@@ -329,3 +330,25 @@ def test_profile_schemes_times_both():
     w = _rand(1024, 1024, dtype=torch.bfloat16)
     t = cuda_gemm.profile_schemes((8, 1024), w, torch.bfloat16, reps=3)
     assert set(t) == {"none", "global", "thread"} and all(v > 0 for v in t.values())
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_global_multicast_variant(dtype):
+    """The 2-CTA cluster variant (W half-tiles multicast) computes and checks the same thing."""
+    name = f"cu-mc-{dtype}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    for m, n, k in [(300, 520, 264), (129, 1000, 4096), (8, 64, 64)]:  # odd M-tile counts too
+        x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+        ref = F.linear(x.double(), w.double(), b.double())
+        torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+        for protect in (True, False):
+            y = cuda_gemm.run("linear_global", x, w, b, s, protect=protect, cluster=2)
+            assert (y.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+        clean = cuda_gemm.run("linear_global", x, w, b, s, cluster=2)
+        with inject(FaultSpec(site=name, stage="output", index=(m // 2, n // 3), value=5.0)):
+            y = cuda_gemm.run("linear_global", x, w, b, s, cluster=2)
+        _assert_same_but_corrected(y, clean, dtype)
+    st = _stats(name)
+    assert st["detected"] == 3 and st["corrected"] == 3 and st["uncorrectable"] == 0

@@ -247,6 +247,34 @@ def test_weight_checksums_follow_in_place_updates():
     assert _stats("update")["detected"] == 0
 
 
+def test_weights_rewritten_without_a_version_bump_are_not_served_stale():
+    """Inductor writes scratch buffers from its own kernels (no _version bump) and reuses them
+    for the next layer's weight: a cached checksum of such a weight would be stale."""
+    w = torch.randn(32, 64)
+    alias = torch.empty(0).set_(w.untyped_storage(), 0, w.shape, w.stride())  # own version counter
+    x = torch.randn(8, 64)
+    for static in (False, True):
+        name = f"scratch-{static}"
+        sid = ftcompile.register_site(name, "linear", static_weight=static)
+        torch.ops.ftcompile.linear_global(x, w, None, sid)
+        alias.copy_(torch.randn(32, 64))
+        assert w._version == 0
+        y = torch.ops.ftcompile.linear_global(x, w, None, sid)
+        torch.testing.assert_close(y, x @ w.t(), rtol=1e-5, atol=1e-5)
+        alias.copy_(torch.randn(32, 64))
+    assert _stats("scratch-False")["detected"] == 0
+    assert _stats("scratch-True")["detected"] > 0  # why the backend never caches such weights
+
+
+def test_transposed_weight_argument():
+    sid = site("transposed")
+    x, w_kn, b = torch.randn(6, 48), torch.randn(48, 20), torch.randn(20)
+    for op in LINEAR_OPS:
+        torch.testing.assert_close(op(x, w_kn, b, sid, True), torch.addmm(b, x, w_kn))
+    torch.library.opcheck(torch.ops.ftcompile.linear_global, (x.requires_grad_(), w_kn.requires_grad_(),
+                                                              b, sid, True))
+
+
 def test_bad_arguments_raise_clearly():
     sid = site("bad")
     with pytest.raises(TypeError, match="unsupported dtype"):

@@ -3,7 +3,7 @@
 
 using namespace efta;
 
-extern "C" int efta_attention_forward(const HostArgs* a) {
+static int make_params(const HostArgs* a, Params& p) {
   if (a == nullptr) return EFTA_ERR_ARGS;
   if ((a->D != 64 && a->D != 128) || (a->dtype != 0 && a->dtype != 1)) return EFTA_ERR_ARGS;
   if (a->B < 1 || a->Hq < 1 || a->Hk < 1 || a->Hq % a->Hk || a->Sq < 1 || a->Sk < 1 || a->scale <= 0.0)
@@ -12,7 +12,6 @@ extern "C" int efta_attention_forward(const HostArgs* a) {
     return EFTA_ERR_ARGS;
   if (a->protect && (a->kc == 0 || a->kn == 0 || a->vc == 0 || a->counters == 0 || a->nf_token == 0))
     return EFTA_ERR_ARGS;
-  Params p;
   p.q = reinterpret_cast<const void*>(a->q);
   p.k = reinterpret_cast<const void*>(a->k);
   p.v = reinterpret_cast<const void*>(a->v);
@@ -40,12 +39,31 @@ extern "C" int efta_attention_forward(const HostArgs* a) {
   p.inj = reinterpret_cast<const InjRec*>(a->inj);
   p.n_inj = (int)a->n_inj;
   p.inj_log = reinterpret_cast<float*>(a->inj_log);
+  return 0;
+}
+
+extern "C" EFTA_API int efta_attention_forward(const HostArgs* a) {
+  Params p;
+  if (int rc = make_params(a, p)) return rc;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
   const bool prot = a->protect != 0;
   cudaError_t e;
-  if (a->dtype == 0) e = a->D == 64 ? launch_bf16_64(p, prot, s) : launch_bf16_128(p, prot, s);
-  else e = a->D == 64 ? launch_fp16_64(p, prot, s) : launch_fp16_128(p, prot, s);
+  const int mt = a->mtiles == 1 ? 1 : 2;  // d=64: 1 or 2 m16 tiles per warp (default 2); d=128: 1
+  if (a->dtype == 0) e = a->D == 64 ? launch_bf16_64(p, prot, mt, s) : launch_bf16_128(p, prot, mt, s);
+  else e = a->D == 64 ? launch_fp16_64(p, prot, mt, s) : launch_fp16_128(p, prot, mt, s);
   return (int)e;
 }
 
-extern "C" int efta_abi_version() { return (int)(sizeof(HostArgs) / 8) * 1000 + (int)sizeof(InjRec); }
+extern "C" EFTA_API int efta_abi_version() { return (int)(sizeof(HostArgs) / 8) * 1000 + (int)sizeof(InjRec); }
+
+// The checksum prepass alone (benchmarks: its share of the protection overhead).
+extern "C" EFTA_API int efta_attention_prepass(const HostArgs* a) {
+  Params p;
+  if (int rc = make_params(a, p)) return rc;
+  if (!a->protect) return EFTA_ERR_ARGS;
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
+  cudaError_t e;
+  if (a->dtype == 0) e = a->D == 64 ? prepass_bf16_64(p, s) : prepass_bf16_128(p, s);
+  else e = a->D == 64 ? prepass_fp16_64(p, s) : prepass_fp16_128(p, s);
+  return (int)e;
+}

@@ -10,19 +10,26 @@ struct HostArgs {
   int64_t q, k, v, o;
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int64_t mask, m_sb, m_sh, m_sq, m_sk;
-  int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles;
+  int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
   int64_t kc, kn, vc;
   int64_t policy, counters, alarms, dbg, nf_token, call_id, inj, n_inj, inj_log;
   int64_t stream;
   double scale, kc_unscale, vc1_unscale, vc2_unscale, c_gemm, e_out, tol_agree;
 };
 
-cudaError_t launch_bf16_64(const Params& p, bool protect, cudaStream_t s);
-cudaError_t launch_bf16_128(const Params& p, bool protect, cudaStream_t s);
-cudaError_t launch_fp16_64(const Params& p, bool protect, cudaStream_t s);
-cudaError_t launch_fp16_128(const Params& p, bool protect, cudaStream_t s);
+cudaError_t launch_bf16_64(const Params& p, bool protect, int mt, cudaStream_t s);
+cudaError_t launch_bf16_128(const Params& p, bool protect, int mt, cudaStream_t s);
+cudaError_t launch_fp16_64(const Params& p, bool protect, int mt, cudaStream_t s);
+cudaError_t launch_fp16_128(const Params& p, bool protect, int mt, cudaStream_t s);
+cudaError_t prepass_bf16_64(const Params& p, cudaStream_t s);
+cudaError_t prepass_bf16_128(const Params& p, cudaStream_t s);
+cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s);
+cudaError_t prepass_fp16_128(const Params& p, cudaStream_t s);
 
 }  // namespace efta
+
+// The C entry points stay visible when the library is built with -fvisibility=hidden.
+#define EFTA_API __attribute__((visibility("default")))
 
 // Error codes besides cudaError_t values.
 #define EFTA_ERR_ARGS 200001

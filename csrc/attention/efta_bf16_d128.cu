@@ -3,7 +3,8 @@
 #include "efta_kernel.cuh"
 
 namespace efta {
-cudaError_t launch_bf16_128(const Params& p, bool protect, cudaStream_t s) {
-  return protect ? launch<__nv_bfloat16, 128, true>(p, s) : launch<__nv_bfloat16, 128, false>(p, s);
+cudaError_t launch_bf16_128(const Params& p, bool protect, int /*mt: always 1 at d=128*/, cudaStream_t s) {
+  return protect ? launch<__nv_bfloat16, 128, true, 1>(p, s) : launch<__nv_bfloat16, 128, false, 1>(p, s);
 }
+cudaError_t prepass_bf16_128(const Params& p, cudaStream_t s) { return launch_prepass<__nv_bfloat16, 128>(p, s); }
 }  // namespace efta

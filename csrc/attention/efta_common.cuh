@@ -131,18 +131,20 @@ template <> struct Elem<__half> {
 };
 
 // The reference's injection.corrupt(): add a value, or flip a bit of the value's encoding in a format.
-__device__ __forceinline__ float corrupt(float v, const InjRec& r) {
-  if (r.mode == 0) return v + r.value;
-  if (r.mode == 1) return __uint_as_float(__float_as_uint(v) ^ (1u << r.bit));
-  if (r.mode == 2) {
+// Out of line: it runs only while injecting, and inlined copies would bloat the hot loop's code.
+static __device__ __noinline__ float corrupt_value(float v, int mode, int bit, float value) {
+  if (mode == 0) return v + value;
+  if (mode == 1) return __uint_as_float(__float_as_uint(v) ^ (1u << bit));
+  if (mode == 2) {
     __nv_bfloat16 h = __float2bfloat16_rn(v);
-    unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << r.bit);
+    unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << bit);
     return __bfloat162float(*reinterpret_cast<__nv_bfloat16*>(&b));
   }
   __half h = __float2half_rn(v);
-  unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << r.bit);
+  unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << bit);
   return __half2float(*reinterpret_cast<__half*>(&b));
 }
+__device__ __forceinline__ float corrupt(float v, const InjRec& r) { return corrupt_value(v, r.mode, r.bit, r.value); }
 
 __device__ __forceinline__ void atomic_max_pos(float* addr, float v) {
   // Non-negative floats order like their bit patterns; NaN ratios are recorded as +inf.

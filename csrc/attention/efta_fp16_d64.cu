@@ -3,7 +3,9 @@
 #include "efta_kernel.cuh"
 
 namespace efta {
-cudaError_t launch_fp16_64(const Params& p, bool protect, cudaStream_t s) {
-  return protect ? launch<__half, 64, true>(p, s) : launch<__half, 64, false>(p, s);
+cudaError_t launch_fp16_64(const Params& p, bool protect, int mt, cudaStream_t s) {
+  if (mt == 1) return protect ? launch<__half, 64, true, 1>(p, s) : launch<__half, 64, false, 1>(p, s);
+  return protect ? launch<__half, 64, true, 2>(p, s) : launch<__half, 64, false, 2>(p, s);
 }
+cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s) { return launch_prepass<__half, 64>(p, s); }
 }  // namespace efta

@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 namespace ftg {
 
 // ---------------------------------------------------------------- argument block (C ABI)
@@ -44,6 +46,9 @@ struct Args {
   int64_t stream;
   int32_t num_sms, ws_mtiles;  // global workspace layout: capacity in 128-row tiles and rows
   int64_t ws_rows;
+  double* dbg;                 // diagnostics (null): per check (sum, check, threshold)
+  int32_t nbox, stages;        // thread scheme: 64-wide k boxes per stage, ring depth (multiple of 4)
+  int32_t cluster, pad2_;      // global scheme: CTAs per cluster sharing W tiles by TMA multicast (1, 2)
   Injection inj[kMaxInj];
 };
 
@@ -131,6 +136,21 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
+// 3-D tiled load multicast to the CTAs of `mask` (same smem offset and mbarrier in each).
+__device__ __forceinline__ void tma_load_3d_mc(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                               int c2, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
+      : "memory");
+}
+// Arrive on the mbarrier at the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
 __device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank) {
   uint32_t remote;
   float v;
@@ -162,6 +182,22 @@ __device__ __forceinline__ void mma16816<__half>(float* c, const uint32_t* a, ui
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+// ---------------------------------------------------------------- packed 16-bit extrema
+template <typename T> __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+template <typename T> __device__ __forceinline__ uint32_t hmin2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  else asm("min.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+template <typename T> constexpr uint32_t kNegInf2 = std::is_same<T, __nv_bfloat16>::value ? 0xff80ff80u : 0xfc00fc00u;
+template <typename T> constexpr uint32_t kPosInf2 = std::is_same<T, __nv_bfloat16>::value ? 0x7f807f80u : 0x7c007c00u;
 
 // ---------------------------------------------------------------- atomics on floats
 __device__ __forceinline__ void atomic_max_f32(float* addr, float v) {

@@ -1,12 +1,14 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
-// CTA = 3 warpgroups: WG0 warp 0 lane 0 issues TMA loads into a 4-stage ring; WG0 warps 1-3 compute
-// the x-side of the check for a 1/T_N slice of K (x . sum_n W[n], sum x, max x, min x per row: no
-// extra launch, no extra pass over x); WG1/WG2 run m64n256k16 wgmma on a 128x256 tile, add the bias
-// to the fp32 accumulators, fold the output row sums (plain and position-weighted) into per-row fp64
-// workspace sums, round and store. The CTA that finishes the last N-tile of an M-tile (atomic
-// ticket) verifies those rows against V-ABFT thresholds, locates a single fault with the weighted
-// checksum, recomputes that element and rechecks; everything it read is reset for the next call.
+// CTA = 3 warpgroups: WG0 warp 0 lane 0 issues TMA loads into a 4-stage ring; WG0 warps 1-3 take
+// part in the ring and compute the x-side of the check from the A tiles in shared memory on every
+// T_N-th k-step (x . sum_n W[n], sum x, max x, min x per row: no extra launch, no extra pass over
+// x); WG1/WG2 run m64n256k16 wgmma on a 128x256 tile, add the bias to the fp32 accumulators, fold
+// the output row sums (plain and position-weighted) into per-row fp64 workspace sums, round and
+// store (16-byte stores through a staging buffer). The CTA that finishes the last N-tile of an
+// M-tile (atomic ticket) verifies those rows against V-ABFT thresholds, locates a single fault
+// with the weighted checksum, recomputes that element and rechecks; everything it read is reset
+// for the next call. Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -20,14 +22,19 @@ constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int STATS_THREADS = 96, SYNC_THREADS = 256 + STATS_THREADS;
 
+// Epilogue staging: each consumer warp stages 16 rows x 64 columns (rows padded to 144 B: the
+// fragment writes and the 16-byte row reads are both bank-conflict free), then stores whole rows.
+constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
+
 struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   double rs2[BM], rc1[BM];
   float rd1[BM], rt[BM];
+  double red[8];                                         // block reductions (8 consumer warps)
   int flagged[BM];
-  int last, nflag, ndet, ncorr, nunc, ninvalid;
+  int last, nflag, ndet, ncorr, nunc, ninvalid, pos;
 };
-constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + sizeof(Smem);
+constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
 
 // Workspace: fp64 s1, s2, c1, sx [R] | fp32 max, min [R] | int ticket [batch*T_M] | int done, flag.
 struct Ws {
@@ -61,11 +68,18 @@ template <int N> __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// The pipelined k-loop of one consumer warpgroup over k-steps [k_begin, k_end) of a tile.
+// Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
+// every CTA of the cluster only once all of their consumers are done with it.
+__device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_t rank) {
+  mbar_arrive(&sm.empty[slot]);
+  if (cl > 1) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
+}
+
+// The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile.
 template <typename T>
-__device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int k_begin, int k_end, int& it,
-                                         int wgc, int lane) {
-  for (int ks = k_begin; ks < k_end; ++ks, ++it) {
+__device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int nk, int& it, int wgc, int lane,
+                                         int cl, uint32_t rank) {
+  for (int ks = 0; ks < nk; ++ks, ++it) {
     const int slot = it % STAGES;
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
     const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
@@ -76,11 +90,11 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
     wgmma_commit();
     wgmma_wait<1>();
-    if (ks > k_begin && lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+    if (ks > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
   }
-  if (k_end > k_begin) {  // the last stage is released once its wgmma retired
+  if (nk > 0) {  // the last stage is released once its wgmma retired
     wgmma_wait<0>();
-    if (lane == 0) mbar_arrive(&sm.empty[(it - 1) % STAGES]);
+    if (lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
   }
 }
 
@@ -100,11 +114,11 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   return c;
 }
 
-// Warp-wide fp32 dot of a 16-bit row with a 16-bit row (K % 8 == 0, 16-byte aligned rows).
+// fp32 partial dot of a 16-bit row with a 16-bit row over k = k0 + 8*i (i = idx, idx + step, ...).
 template <typename T>
-__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
+__device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int idx, int step) {
   float s = 0.f;
-  for (int64_t k = 8 * lane; k < K; k += 256) {
+  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
     uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
     const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
 #pragma unroll
@@ -113,89 +127,115 @@ __device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
       s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
     }
   }
-#pragma unroll
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   return s;
 }
 template <typename T>
-__device__ double warp_dot_f32(const T* a, const float* b, int64_t K, int lane) {
+__device__ __forceinline__ float part_dot_f32(const T* a, const float* b, int64_t K, int idx, int step) {
   float s = 0.f;
-  for (int64_t k = 8 * lane; k < K; k += 256) {
+  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
     uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
     float4 b0 = __ldg(reinterpret_cast<const float4*>(b + k)), b1 = __ldg(reinterpret_cast<const float4*>(b + k + 4));
     float2 f0 = Ty<T>::unpack(va.x), f1 = Ty<T>::unpack(va.y), f2 = Ty<T>::unpack(va.z), f3 = Ty<T>::unpack(va.w);
     s = fmaf(f0.x, b0.x, s); s = fmaf(f0.y, b0.y, s); s = fmaf(f1.x, b0.z, s); s = fmaf(f1.y, b0.w, s);
     s = fmaf(f2.x, b1.x, s); s = fmaf(f2.y, b1.y, s); s = fmaf(f3.x, b1.z, s); s = fmaf(f3.y, b1.w, s);
   }
-  double d = s;
+  return s;
+}
+__device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-  for (int o = 16; o; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-  return d;
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <typename T>
+__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
+  return warp_sum(part_dot(a, b, K, lane, 32));
+}
+// Sum over the 256 consumer threads (ct), result in every thread. Uses named barrier 2.
+__device__ __forceinline__ double block_sum(Smem& sm, float v, int ct) {
+  v = warp_sum(v);
+  if (ct % 32 == 0) sm.red[ct / 32] = v;
+  named_bar_sync(2, 256);
+  double s = 0.0;
+#pragma unroll
+  for (int w = 0; w < 8; ++w) s += sm.red[w];
+  named_bar_sync(2, 256);
+  return s;
 }
 
 template <typename T>
 __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Ty<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
-
-// Locate, correct and recheck one flagged row (one warp). Rare path.
+// Bias of columns n, n+1 (n even): one 4-byte load where N is even.
 template <typename T>
-__device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int lane) {
+__device__ __forceinline__ float2 bias_pair(const Args& a, int64_t n) {
+  if (!a.bias) return make_float2(0.f, 0.f);
+  if ((a.N & 1) == 0 && n + 1 < a.N)
+    return Ty<T>::unpack(__ldg(reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.bias) + n)));
+  return make_float2(bias_at<T>(a, n), bias_at<T>(a, n + 1));
+}
+
+// Locate, correct and recheck one flagged row; all 256 consumer threads (rare path).
+template <typename T>
+__device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int ct) {
   const int64_t N = a.N, K = a.K, row = (int64_t)b * a.M + m;
   T* yrow = static_cast<T*>(a.y) + row * N;
   const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
   const T* W = static_cast<const T*>(a.w) + b * a.w_bstride;
   const float d1 = sm.rd1[lr], thr = sm.rt[lr];
   const float u = Ty<T>::kUnitRoundoff;
-  int64_t p = -1;
   if (isfinite(d1)) {
-    double c2 = warp_dot_f32(xrow, a.wsum + (int64_t)b * 2 * K + K, K, lane);
+    double c2 = block_sum(sm, part_dot_f32(xrow, a.wsum + (int64_t)b * 2 * K + K, K, ct, 256), ct);
     if (a.bias) c2 += a.bstats[1];
     const double ratio = (sm.rs2[lr] - c2) / (double)d1;
     const double near = rint(ratio);
-    if (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) p = (int64_t)near - 1;
+    if (ct == 0)
+      sm.pos = (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) ? (int)near - 1 : -1;
   } else {  // a non-finite element: found by value when it is the only one
-    int cnt = 0;
-    int64_t pos = -1;
-    for (int64_t n = lane; n < N; n += 32)
-      if (!isfinite(Ty<T>::to_f(__ldcg(yrow + n)))) { ++cnt; pos = n; }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) {
-      cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
-      pos = max(pos, (int64_t)__shfl_xor_sync(0xffffffffu, (long long)pos, o));
+    float cnt = 0.f;
+    int pos = -1;
+    for (int64_t n = ct; n < N; n += 256)
+      if (!isfinite(Ty<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.f; pos = (int)n; }
+    if (ct == 0) sm.pos = -1;
+    named_bar_sync(2, 256);
+    if (pos >= 0) atomicMax(&sm.pos, pos);
+    if (block_sum(sm, cnt, ct) != 1.0) {
+      if (ct == 0) sm.pos = -1;
     }
-    if (cnt == 1) p = pos;
   }
+  named_bar_sync(2, 256);
+  const int p = sm.pos;
   bool ok = false;
   if (p >= 0) {
-    const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, p);
+    const float t = (float)block_sum(sm, part_dot(xrow, W + p * a.w_rstride, K, ct, 256), ct) + bias_at<T>(a, p);
     const float yold = Ty<T>::to_f(__ldcg(yrow + p));
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
     } else {  // non-finite sum or stored element: recheck the stored row with the correction in
       float s = 0.f, sa = 0.f;
-      for (int64_t n = lane; n < N; n += 32) {
+      for (int64_t n = ct; n < N; n += 256) {
         const float v = (n == p) ? t : Ty<T>::to_f(__ldcg(yrow + n));
         s += v; sa += fabsf(v);
       }
-#pragma unroll
-      for (int o = 16; o; o >>= 1) { s += __shfl_xor_sync(0xffffffffu, s, o); sa += __shfl_xor_sync(0xffffffffu, sa, o); }
-      ok = !exceeds((float)((double)s - sm.rc1[lr]), thr + u * sa);
+      const double ss = block_sum(sm, s, ct), sas = block_sum(sm, sa, ct);
+      ok = !exceeds((float)(ss - sm.rc1[lr]), thr + u * (float)sas);
     }
-    __syncwarp();
-    if (lane == 0) yrow[p] = Ty<T>::from_f(t);
+    named_bar_sync(2, 256);
+    if (ct == 0) yrow[p] = Ty<T>::from_f(t);
   }
   if (ok) {
-    if (lane == 0) atomicAdd(&sm.ncorr, 1);
+    if (ct == 0) sm.ncorr++;
     return;
   }
-  if (lane == 0) atomicAdd(&sm.nunc, 1);
-  if (a.policy == kRecompute)
-    for (int64_t n = 0; n < N; ++n) {
+  if (ct == 0) sm.nunc++;
+  if (a.policy == kRecompute) {  // the whole row, one warp per element
+    const int lane = ct % 32;
+    for (int64_t n = ct / 32; n < N; n += 8) {
       const float t = warp_dot(xrow, W + n * a.w_rstride, K, lane) + bias_at<T>(a, n);
       if (lane == 0) yrow[n] = Ty<T>::from_f(t);
     }
+  }
 }
 
 // Fault injection into the finished tile (no wgmma in flight: ptxas keeps the pipeline async).
@@ -234,89 +274,145 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   }
 }
 
+// x-side statistics (3 warps of the producer warpgroup): per row, sum x, x . sum_n W[n], max x,
+// min x over this tile's share of the k-steps (every T_N-th, so the work is spread over the
+// tile), read from the A tiles the TMA already put in shared memory: these warps take part in
+// the ring (wait on each stage, release it), so the statistics cost no global traffic besides
+// the fp32 checksum vector. Thread st owns chunks 2(st % 4), +1 (16 k) of rows st / 4 + 24 i.
+constexpr int ST_RG = STATS_THREADS / 4, ST_ROWS = (BM + ST_RG - 1) / ST_RG;
+template <typename T>
+__device__ void tile_stats(const Args& args, Smem& sm, const Ws& ws, uint8_t* base, const TileCoord& c, int tn_n,
+                           int nk, int& it, int st, int cl, uint32_t rank) {
+  const int64_t M = args.M, K = args.K;
+  const int lane = st % 32, cp = st & 3, rg = st >> 2;
+  const float* sv = args.wsum + (int64_t)c.b * 2 * K;
+  float sum[ST_ROWS], dot[ST_ROWS];
+  uint32_t mx[ST_ROWS], mn[ST_ROWS];
+#pragma unroll
+  for (int i = 0; i < ST_ROWS; ++i) { sum[i] = 0.f; dot[i] = 0.f; mx[i] = kNegInf2<T>; mn[i] = kPosInf2<T>; }
+  for (int ks = 0; ks < nk; ++ks, ++it) {
+    const int slot = it % STAGES;
+    mbar_wait(&sm.full[slot], (it / STAGES) & 1);
+    if (ks % tn_n == c.nt) {
+      const uint8_t* at = base + slot * STAGE_BYTES;
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        const int ch = 2 * cp + h;
+        const int64_t k = (int64_t)ks * BK + ch * 8;
+        if (k >= K) break;  // zero fill past K must not reach max/min
+        const float4 w0 = __ldg(reinterpret_cast<const float4*>(sv + k));
+        const float4 w1 = __ldg(reinterpret_cast<const float4*>(sv + k + 4));
+#pragma unroll
+        for (int i = 0; i < ST_ROWS; ++i) {
+          const int r = rg + ST_RG * i;
+          if (r < BM) {
+            const uint4 v = *reinterpret_cast<const uint4*>(at + r * 128 + ((ch ^ (r & 7)) << 4));
+            const float2 f0 = Ty<T>::unpack(v.x), f1 = Ty<T>::unpack(v.y), f2 = Ty<T>::unpack(v.z),
+                         f3 = Ty<T>::unpack(v.w);
+            sum[i] += ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
+            float d = f0.x * w0.x;
+            d = fmaf(f0.y, w0.y, d); d = fmaf(f1.x, w0.z, d); d = fmaf(f1.y, w0.w, d);
+            d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
+            dot[i] += d;
+            mx[i] = hmax2<T>(mx[i], hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
+            mn[i] = hmin2<T>(mn[i], hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
+          }
+        }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) release_slot(sm, slot, cl, rank);
+  }
+  if (c.nt >= nk) return;  // this tile owned no k-step
+#pragma unroll
+  for (int i = 0; i < ST_ROWS; ++i) {
+    float s = sum[i], d = dot[i];
+    const float2 a = Ty<T>::unpack(mx[i]), b = Ty<T>::unpack(mn[i]);
+    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {  // the 4 lanes of a row group
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      d += __shfl_xor_sync(0xffffffffu, d, o);
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+      n = fminf(n, __shfl_xor_sync(0xffffffffu, n, o));
+    }
+    const int r = rg + ST_RG * i;
+    const int64_t m = (int64_t)c.mt * BM + r;
+    if (cp == 0 && r < BM && m < M) {
+      const int64_t row = c.b * M + m;
+      atomicAdd(ws.c1 + row, (double)d);
+      atomicAdd(ws.sx + row, (double)s);
+      atomic_max_f32(ws.mx + row, x);
+      atomic_min_f32(ws.mn + row, n);
+    }
+  }
+}
+
 template <typename T, bool PROTECT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                        const __grid_constant__ Args args) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  Smem& sm = *reinterpret_cast<Smem*>(base + STAGES * STAGE_BYTES);
+  uint8_t* staging = base + STAGES * STAGE_BYTES;
+  Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = tid / 128;
   const int64_t M = args.M, N = args.N, K = args.K;
+  const int cl = args.cluster;  // CTAs of a cluster take adjacent M-tiles of one N-tile
+  const uint32_t rank = cl > 1 ? cluster_rank() : 0u;
   const int tm_n = cdiv(M, BM), tn_n = cdiv(N, BN), nk = cdiv(K, BK);
-  const int total = (int)args.batch * tm_n * tn_n;
+  const int tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
+  const int total = (int)args.batch * tm_c * tn_n, cid = blockIdx.x / cl, ncl = gridDim.x / cl;
+  // A cluster tile -> this CTA's tile (its M-tile may lie past M: it still feeds the multicast).
+  auto my_tile = [&](int t) {
+    TileCoord c = tile_coord(t, tm_c, tn_n);
+    c.mt = c.mt * cl + (int)rank;
+    return c;
+  };
 
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
+    const uint32_t releases = (uint32_t)cl * (8 + (PROTECT ? 3 : 0));  // consumer + stats warps
+    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], releases); }
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
     tma_prefetch_desc(&tmB);
     if (PROTECT && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
-  __syncthreads();
+  if (cl > 1) cluster_sync();  // barriers initialised before any peer multicasts or arrives
+  else __syncthreads();
 
   if (wg == 0) {
+    // Register split: 56 for the producer/stats warpgroup, 224 for the consumers. Keep slack in
+    // the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
     if (warp == 0) {
-      if (lane == 0) {
-      int it = 0;
-      for (int t = blockIdx.x; t < total; t += gridDim.x) {
-        const TileCoord c = tile_coord(t, tm_n, tn_n);
-        for (int ks = 0; ks < nk; ++ks, ++it) {
-          const int slot = it % STAGES;
-          mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
-          mbar_expect_tx(&sm.full[slot], STAGE_BYTES);
-          uint8_t* st = base + slot * STAGE_BYTES;
-          tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
-          tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
-        }
-      }
-      }
-    } else if constexpr (PROTECT) {
-      // x-side statistics for this tile's slice of K: 3 warps, one row at a time, 16-byte loads.
-      Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
-      const int sw = warp - 1;
-      const int64_t chunk = (((K + tn_n - 1) / tn_n) + 7) / 8 * 8;
-      for (int t = blockIdx.x; t < total; t += gridDim.x) {
-        const TileCoord c = tile_coord(t, tm_n, tn_n);
-        const int64_t k0 = c.nt * chunk, k1 = min(K, k0 + chunk);
-        if (k0 < k1) {
-          const T* xb = static_cast<const T*>(args.x) + c.b * args.x_bstride;
-          const float* s1 = args.wsum + (int64_t)c.b * 2 * K;
-          for (int r = sw; r < BM; r += 3) {
-            const int64_t m = (int64_t)c.mt * BM + r;
-            if (m >= M) break;
-            float sum = 0.f, dot = 0.f, mx = -INFINITY, mn = INFINITY;
-            for (int64_t k = k0 + 8 * lane; k < k1; k += 256) {
-              uint4 v = __ldg(reinterpret_cast<const uint4*>(xb + m * args.x_rstride + k));
-              float4 w0 = __ldg(reinterpret_cast<const float4*>(s1 + k));
-              float4 w1 = __ldg(reinterpret_cast<const float4*>(s1 + k + 4));
-              const float2 f0 = Ty<T>::unpack(v.x), f1 = Ty<T>::unpack(v.y), f2 = Ty<T>::unpack(v.z),
-                           f3 = Ty<T>::unpack(v.w);
-              sum += (f0.x + f0.y) + (f1.x + f1.y) + (f2.x + f2.y) + (f3.x + f3.y);
-              dot = fmaf(f0.x, w0.x, dot); dot = fmaf(f0.y, w0.y, dot); dot = fmaf(f1.x, w0.z, dot);
-              dot = fmaf(f1.y, w0.w, dot); dot = fmaf(f2.x, w1.x, dot); dot = fmaf(f2.y, w1.y, dot);
-              dot = fmaf(f3.x, w1.z, dot); dot = fmaf(f3.y, w1.w, dot);
-              mx = fmaxf(mx, fmaxf(fmaxf(fmaxf(f0.x, f0.y), fmaxf(f1.x, f1.y)), fmaxf(fmaxf(f2.x, f2.y), fmaxf(f3.x, f3.y))));
-              mn = fminf(mn, fminf(fminf(fminf(f0.x, f0.y), fminf(f1.x, f1.y)), fminf(fminf(f2.x, f2.y), fminf(f3.x, f3.y))));
-            }
-#pragma unroll
-            for (int o = 16; o; o >>= 1) {
-              sum += __shfl_xor_sync(0xffffffffu, sum, o);
-              dot += __shfl_xor_sync(0xffffffffu, dot, o);
-              mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-              mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
-            }
-            if (lane == 0) {
-              const int64_t row = c.b * M + m;
-              atomicAdd(ws.c1 + row, (double)dot);
-              atomicAdd(ws.sx + row, (double)sum);
-              atomic_max_f32(ws.mx + row, mx);
-              atomic_min_f32(ws.mn + row, mn);
+      if (lane == 0) {  // ------------------------------------------- TMA producer
+        int it = 0;
+        const uint16_t mask = (uint16_t)((1u << cl) - 1u);
+        for (int t = cid; t < total; t += ncl) {
+          const TileCoord c = my_tile(t);
+          for (int ks = 0; ks < nk; ++ks, ++it) {
+            const int slot = it % STAGES;
+            mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
+            mbar_expect_tx(&sm.full[slot], STAGE_BYTES);
+            uint8_t* st = base + slot * STAGE_BYTES;
+            tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
+            if (cl > 1) {  // my half of the W tile, to every CTA of the cluster
+              tma_load_3d_mc(st + A_BYTES + rank * (B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
+                             c.nt * BN + (int)rank * (BN / 2), c.b, mask);
+            } else {
+              tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
+              tma_load_3d(st + A_BYTES + B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
             }
           }
         }
+      }
+    } else if constexpr (PROTECT) {  // ---------------------------- x statistics (warps 1-3)
+      const Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
+      int it = 0;
+      for (int t = cid; t < total; t += ncl) {
+        tile_stats<T>(args, sm, ws, base, my_tile(t), tn_n, nk, it, tid - 32, cl, rank);
         __threadfence();
         named_bar_sync(1, SYNC_THREADS);
       }
@@ -325,34 +421,33 @@ __global__ void __launch_bounds__(THREADS, 1)
   // ------------------------------------------------------------ consumers (WG1, WG2)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
   const int wgc = wg - 1, wi = warp % 4, ct = tid - 128;
+  uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
   float acc[128];
   int it = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x) {
-    const TileCoord c = tile_coord(t, tm_n, tn_n);
+  for (int t = cid; t < total; t += ncl) {
+    const TileCoord c = my_tile(t);
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
     // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
     for (int r = 0; r < 128; ++r) acc[r] = 0.f;
-    mainloop<T>(acc, sm, base, 0, nk, it, wgc, lane);
+    mainloop<T>(acc, sm, base, nk, it, wgc, lane, cl, rank);
 
     // ---------------------------------------------------------- epilogue
-    const int64_t r_lo = (int64_t)c.mt * BM + wgc * 64 + wi * 16 + lane / 4, r_hi = r_lo + 8;
+    const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
+    const int64_t r_lo = row_w + lane / 4, r_hi = r_lo + 8;
     const int64_t col0 = (int64_t)c.nt * BN + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      const float b0 = bias_at<T>(args, col0 + 8 * j), b1 = bias_at<T>(args, col0 + 8 * j + 1);
-      acc[4 * j] += b0; acc[4 * j + 1] += b1; acc[4 * j + 2] += b0; acc[4 * j + 3] += b1;
+      const float2 bv = bias_pair<T>(args, col0 + 8 * j);
+      acc[4 * j] += bv.x; acc[4 * j + 1] += bv.y; acc[4 * j + 2] += bv.x; acc[4 * j + 3] += bv.y;
     }
     if constexpr (PROTECT) {
       for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, wgc, wi, lane);
     }
-    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * M * N;
-    const bool pairs = (N % 2) == 0;
     float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
+    if constexpr (PROTECT) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int64_t n = col0 + 8 * j;
-      if constexpr (PROTECT) {
+      for (int j = 0; j < 32; ++j) {
         // Tile-local position weight / 256 (<= 1: a huge faulty value cannot overflow the sum).
         const float w0 = (float)(8 * j + 2 * (lane % 4) + 1) * (1.f / BN), w1 = w0 + 1.f / BN;
         s1a += acc[4 * j] + acc[4 * j + 1];
@@ -360,19 +455,40 @@ __global__ void __launch_bounds__(THREADS, 1)
         s2a += w0 * acc[4 * j] + w1 * acc[4 * j + 1];
         s2b += w0 * acc[4 * j + 2] + w1 * acc[4 * j + 3];
       }
-      if (pairs && n + 1 < N) {
-        if (r_lo < M) *reinterpret_cast<uint32_t*>(yb + r_lo * N + n) = Ty<T>::pack(acc[4 * j], acc[4 * j + 1]);
-        if (r_hi < M) *reinterpret_cast<uint32_t*>(yb + r_hi * N + n) = Ty<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
-      } else {
-        if (r_lo < M && n < N) yb[r_lo * N + n] = Ty<T>::from_f(acc[4 * j]);
-        if (r_lo < M && n + 1 < N) yb[r_lo * N + n + 1] = Ty<T>::from_f(acc[4 * j + 1]);
-        if (r_hi < M && n < N) yb[r_hi * N + n] = Ty<T>::from_f(acc[4 * j + 2]);
-        if (r_hi < M && n + 1 < N) yb[r_hi * N + n + 1] = Ty<T>::from_f(acc[4 * j + 3]);
+    }
+    // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
+    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * M * N;
+    const bool vec = (N % 8) == 0;
+#pragma unroll
+    for (int cc = 0; cc < BN / 64; ++cc) {
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * cc + jj, col = jj * 8 + 2 * (lane % 4);
+        *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) = Ty<T>::pack(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<uint32_t*>(stg + (lane / 4 + 8) * STG_PITCH + col * 2) =
+            Ty<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
+        const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
+        const uint4 v = *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
+        if (gm < M) {
+          if (vec && gn + 8 <= N) {
+            *reinterpret_cast<uint4*>(yb + gm * N + gn) = v;
+          } else {
+            const T* e = reinterpret_cast<const T*>(&v);
+            for (int q = 0; q < 8; ++q)
+              if (gn + q < N) yb[gm * N + gn + q] = e[q];
+          }
+        }
+      }
+      __syncwarp();
     }
     if constexpr (!PROTECT) continue;
     else {
-      Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
+      const Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
@@ -391,6 +507,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       __threadfence();
       named_bar_sync(1, SYNC_THREADS);  // with the stats warps: this tile's sums are all in
+      if (c.mt >= tm_n) continue;       // a cluster's spare tile past M: nothing to verify
       if (ct == 0) {
         const int old = atomicAdd(ws.ticket + c.b * tm_n + c.mt, 1);
         sm.last = old == tn_n - 1;
@@ -411,12 +528,13 @@ __global__ void __launch_bounds__(THREADS, 1)
             ws.mx[row] = -INFINITY; ws.mn[row] = INFINITY;
             if (args.bias) c1 += args.bstats[0];
             const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
+            float thr = 0.f;
             if (!valid) {
               atomicAdd(&sm.ninvalid, 1);
             } else {
               const float mu = (float)(sx / (double)K);
               const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
-              float thr = vabft_threshold(mu, var, (float)N, args.wstats + 3 * c.b, args.e, args.c_sigma);
+              thr = vabft_threshold(mu, var, (float)N, args.wstats + 3 * c.b, args.e, args.c_sigma);
               if (args.bias) thr += args.e * (float)args.bstats[2];
               const float d1 = (float)(s1 - c1);
               if (exceeds(d1, thr)) {
@@ -428,14 +546,16 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
               }
             }
+            if (args.dbg) {
+              args.dbg[3 * row] = s1; args.dbg[3 * row + 1] = c1; args.dbg[3 * row + 2] = valid ? thr : -1.0;
+            }
           }
         }
         if (ct == 0) ws.ticket[c.b * tm_n + c.mt] = 0;
         named_bar_sync(2, 256);
-        const int cw = ct / 32;
-        for (int f = cw; f < sm.nflag; f += 8) {
+        for (int f = 0; f < sm.nflag; ++f) {
           const int lr = sm.flagged[f];
-          fixup_row<T>(args, sm, c.b, (int64_t)c.mt * BM + lr, lr, lane);
+          fixup_row<T>(args, sm, c.b, (int64_t)c.mt * BM + lr, lr, ct);
         }
         named_bar_sync(2, 256);
         if (ct == 0) {
@@ -458,6 +578,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   }
+  if (cl > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
 
 template <typename T, bool PROTECT>
@@ -469,10 +590,23 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
     if (e != cudaSuccess) return e;
     configured = true;
   }
-  const int total = (int)a->batch * cdiv(a->M, BM) * cdiv(a->N, BN);
-  const int grid = total < a->num_sms ? total : a->num_sms;
-  kern<<<grid, THREADS, SMEM_BYTES, reinterpret_cast<cudaStream_t>(a->stream)>>>(ta, tb, *a);
-  return cudaGetLastError();
+  const int cl = a->cluster;
+  const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
+  const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(clusters * cl));
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = SMEM_BYTES;
+  cfg.stream = reinterpret_cast<cudaStream_t>(a->stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cl;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, ta, tb, *a);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 }  // namespace glb
@@ -480,10 +614,10 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
 
 extern "C" int ft_gemm_global(const ftg::Args* a) {
   using namespace ftg;
-  if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1) return FTG_ERR_ARGS;
+  if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->cluster != 1 && a->cluster != 2)) return FTG_ERR_ARGS;
   CUtensorMap ta, tb;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
-      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN))
+      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN / 2))
     return FTG_ERR_TMAP;
   const bool prot = a->protect != 0;
   if (a->dtype == 0)

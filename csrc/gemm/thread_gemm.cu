@@ -2,7 +2,7 @@
 //
 // CTA = 4 consumer warps + 1 TMA producer warp; CTA tile = (16*MT rows) x 64 columns (one
 // checksum tile), K split over a cluster of `split` CTAs and, inside a CTA, over warps that take
-// turns on the stages of an 8-deep TMA ring. A warp's m16n8k16 B fragments of one k16 step hold,
+// turns on the stages of an 8-deep TMA ring (each slot belongs to one warp). A warp's m16n8k16 B fragments of one k16 step hold,
 // for n8-blocks j = 0..7, W[8j + g][k] (g = lane/4): their sum over j is the strided checksum of
 // group g (columns g, g+8, ..., g+56 of the tile). The thread adds its own fragments in fp32, splits
 // the sum into bf16 hi+mid+lo (fp16: hi + 2^-11-scaled mid) so the extra MMA is exact to fp32, and
@@ -20,38 +20,29 @@
 namespace ftg {
 namespace thr {
 
-constexpr int BN = 64, BK = 64, NS = 8, NCW = 4, THREADS = 160, NREG = 42, MAX_FLAG = 32;
+// 4 consumer warps (+1 producer) and 2 CTAs per SM: measured faster than 8 warps at 1 CTA per SM
+// (same speed for <= 132 CTAs, 1.3 waves instead of 1 beyond; NOTES_gemm.md, runs 3 and 5).
+constexpr int BN = 64, BK = 64, MAX_NS = 8, NCW = 4, THREADS = 32 * (NCW + 1), NREG = 42, MAX_FLAG = 32;
 
-template <int MT> struct Cfg {
+// A stage is NBOX k-boxes of 64 (TMA boxes are 128 bytes wide with the 128-byte swizzle): several
+// boxes per stage make each W row's reads NBOX*128 contiguous bytes (DRAM runs, not 128-byte bits).
+template <int MT, int NBOX> struct Cfg {
   static constexpr int BM = 16 * MT;
-  static constexpr int W_BYTES = BN * BK * 2, X_BYTES = BM * BK * 2, STAGE = W_BYTES + X_BYTES;
-  static constexpr int RING = NS * STAGE;
+  static constexpr int W_BOX = BN * BK * 2, X_BOX = BM * BK * 2;
+  static constexpr int W_BYTES = NBOX * W_BOX, STAGE = NBOX * (W_BOX + X_BOX);
   static constexpr int PART = NCW * MT * NREG * 32 * 4;  // per-warp partials, fragment order
-  static constexpr int DATA = RING > PART ? RING : PART;
 };
 
 struct Smem {
-  uint64_t full[NS], empty[NS];
+  uint64_t full[MAX_NS], empty[MAX_NS];
   float t[MAX_FLAG][8];  // recomputed group elements
   int frow[MAX_FLAG], fgrp[MAX_FLAG];
   int nflag, ndet, ncorr, nunc, ninvalid;
 };
-template <int MT> constexpr size_t smem_bytes() { return 1024 + Cfg<MT>::DATA + sizeof(Smem); }
-
-template <typename T> __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  else asm("max.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
+template <int MT, int NBOX> size_t smem_bytes(int ns) {
+  const size_t ring = (size_t)ns * Cfg<MT, NBOX>::STAGE;
+  return 1024 + (ring > (size_t)Cfg<MT, NBOX>::PART ? ring : (size_t)Cfg<MT, NBOX>::PART) + sizeof(Smem);
 }
-template <typename T> __device__ __forceinline__ uint32_t hmin2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  else asm("min.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-template <typename T> constexpr uint32_t kNegInf2 = std::is_same<T, __nv_bfloat16>::value ? 0xff80ff80u : 0xfc00fc00u;
-template <typename T> constexpr uint32_t kPosInf2 = std::is_same<T, __nv_bfloat16>::value ? 0x7f807f80u : 0x7c007c00u;
 
 // Partial sums of one warp: main accumulators, checks, and x statistics, per m16 block.
 template <typename T, int MT> struct Frag {
@@ -146,14 +137,16 @@ __device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
   return s;
 }
 
-template <typename T, int MT, bool PROTECT>
+template <typename T, int MT, int NBOX, bool PROTECT>
 __global__ void __launch_bounds__(THREADS, 2)
     gemm_thread_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                        const __grid_constant__ Args args) {
-  using C = Cfg<MT>;
+  using C = Cfg<MT, NBOX>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  Smem& sm = *reinterpret_cast<Smem*>(base + C::DATA);
+  const int NS = args.stages;
+  const int ring = NS * C::STAGE;
+  Smem& sm = *reinterpret_cast<Smem*>(base + (ring > C::PART ? ring : C::PART));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring once the k-loop is done
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -161,9 +154,9 @@ __global__ void __launch_bounds__(THREADS, 2)
   const int rank = (int)cluster_rank();
   const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;
   const int64_t M = args.M, N = args.N, K = args.K;
-  const int nk = cdiv(K, BK);
-  const int k_begin = (int)((int64_t)rank * nk / S), k_end = (int)((int64_t)(rank + 1) * nk / S);
-  const int nloc = k_end - k_begin;
+  const int nst = cdiv(K, BK * NBOX);  // stages over the whole K; the cluster splits whole stages
+  const int s_begin = (int)((int64_t)rank * nst / S), s_end = (int)((int64_t)(rank + 1) * nst / S);
+  const int nloc = s_end - s_begin;
 
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 1); }
@@ -184,8 +177,13 @@ __global__ void __launch_bounds__(THREADS, 2)
         if (i >= NS) mbar_wait(&sm.empty[slot], ((i / NS) - 1) & 1);
         mbar_expect_tx(&sm.full[slot], C::STAGE);
         uint8_t* st = base + slot * C::STAGE;
-        tma_load_3d(st, &tmW, &sm.full[slot], (k_begin + i) * BK, tile * BN, b);
-        tma_load_3d(st + C::W_BYTES, &tmX, &sm.full[slot], (k_begin + i) * BK, mb * C::BM, b);
+        const int k0 = (s_begin + i) * NBOX * BK;
+#pragma unroll
+        for (int bx = 0; bx < NBOX; ++bx)
+          tma_load_3d(st + bx * C::W_BOX, &tmW, &sm.full[slot], k0 + bx * BK, tile * BN, b);
+#pragma unroll
+        for (int bx = 0; bx < NBOX; ++bx)
+          tma_load_3d(st + C::W_BYTES + bx * C::X_BOX, &tmX, &sm.full[slot], k0 + bx * BK, mb * C::BM, b);
       }
     }
   } else {  // ----------------------------------------------------- consumers
@@ -204,13 +202,13 @@ __global__ void __launch_bounds__(THREADS, 2)
       const int slot = i % NS;
       mbar_wait(&sm.full[slot], (i / NS) & 1);
       const uint32_t wt = smem_u32(base + slot * C::STAGE), xt = wt + C::W_BYTES;
-      consume_stage<T, MT, PROTECT>(f, wt, xt, lane);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.empty[slot]);
+#pragma unroll 1
+      for (int bx = 0; bx < NBOX; ++bx) {
+      consume_stage<T, MT, PROTECT>(f, wt + bx * C::W_BOX, xt + bx * C::X_BOX, lane);
       if constexpr (PROTECT) {
-        for (int q = 0; q < args.n_inj; ++q) {  // accumulator faults "after k-step"
+        for (int q = 0; q < args.n_inj; ++q) {  // accumulator faults "after k-step" (64-wide)
           const Injection& inj = args.inj[q];
-          if (inj.step != k_begin + i) continue;
+          if (inj.step != (s_begin + i) * NBOX + bx) continue;
           const int64_t ib = inj.row / M, im = inj.row % M;
           if (ib != b || im / C::BM != mb || inj.col / BN != tile) continue;
           const int lr = (int)(im % C::BM), lc = inj.col % BN;
@@ -225,6 +223,9 @@ __global__ void __launch_bounds__(THREADS, 2)
                 if (mt == imt && j == ij && e == ie) f.acc[mt][j][e] = inject_one(f.acc[mt][j][e], inj, args.inj_log);
         }
       }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.empty[slot]);
     }
     // Row extrema: both halves of the packed pair, then the 4 lanes that share a row.
     float mxf[MT][2], mnf[MT][2];
@@ -344,6 +345,11 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int j = 0; j < 8; ++j) s += y[j][ge];
         chkv[ge] += v[32 + ge];
         d1[ge] = s - chkv[ge];
+        if (args.dbg && row0 + 8 * (ge / 2) < M) {  // (sum, check, threshold) per group
+          const int64_t gi = ((int64_t)b * M + row0 + 8 * (ge / 2)) * (cdiv(N, BN) * 8) + tile * 8 + 2 * q4 + ge % 2;
+          args.dbg[3 * gi] = s; args.dbg[3 * gi + 1] = chkv[ge];
+          args.dbg[3 * gi + 2] = valid[ge / 2] ? thr[ge / 2] : -1.0;
+        }
         if (valid[ge / 2] && exceeds(d1[ge], thr[ge / 2])) {
           atomicAdd(&sm.ndet, 1);
           if (args.policy == kCorrect || args.policy == kRecompute) {
@@ -474,19 +480,20 @@ __global__ void __launch_bounds__(THREADS, 2)
   }
 }
 
-template <typename T, int MT, bool PROTECT>
+template <typename T, int MT, int NBOX, bool PROTECT>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
-  auto kern = gemm_thread_kernel<T, MT, PROTECT>;
-  constexpr size_t smem = smem_bytes<MT>();
-  static bool configured = false;
-  if (!configured) {
+  auto kern = gemm_thread_kernel<T, MT, NBOX, PROTECT>;
+  const size_t smem = smem_bytes<MT, NBOX>(a->stages);
+  static size_t configured = 0;
+  if (smem > configured) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (e != cudaSuccess) return e;
-    configured = true;
+    configured = smem;
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT>::BM), (unsigned)a->batch);
+  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::BM),
+                     (unsigned)a->batch);
   cfg.blockDim = dim3(THREADS);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = reinterpret_cast<cudaStream_t>(a->stream);
@@ -501,11 +508,17 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+template <typename T, int NBOX>
+int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
+  const bool p = a->protect != 0;
+  if (a->mtile == 1) return p ? launch<T, 1, NBOX, true>(a, tw, tx) : launch<T, 1, NBOX, false>(a, tw, tx);
+  return p ? launch<T, 2, NBOX, true>(a, tw, tx) : launch<T, 2, NBOX, false>(a, tw, tx);
+}
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
-  const bool p = a->protect != 0;
-  if (a->mtile == 1) return p ? launch<T, 1, true>(a, tw, tx) : launch<T, 1, false>(a, tw, tx);
-  return p ? launch<T, 2, true>(a, tw, tx) : launch<T, 2, false>(a, tw, tx);
+  if (a->nbox == 4) return dispatch_p<T, 4>(a, tw, tx);
+  if (a->nbox == 1) return dispatch_p<T, 1>(a, tw, tx);
+  return dispatch_p<T, 2>(a, tw, tx);
 }
 
 }  // namespace thr
@@ -514,7 +527,8 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
 extern "C" int ft_gemm_thread(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->mtile != 1 && a->mtile != 2) || a->split < 1 ||
-      a->split > 16)
+      a->split > 16 || (a->nbox != 1 && a->nbox != 2 && a->nbox != 4) || a->stages < 4 ||
+      a->stages > thr::MAX_NS || a->stages % thr::NCW)  // each ring slot belongs to one consumer warp
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thr::BN) ||

@@ -142,7 +142,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     vb = b_stats(v_pad, -1)
     t_out = vabft_from_stats(mu_p, var_p, lv, vb, e, c_sigma)[..., None]
     if counts.checking:
-        o = _check_output(o, oc, t_out, counts, policy, site_name)
+        o = _check_output(o, oc, t_out, counts, policy, site_name, lambda rows: _recompute_row(
+            q32, k32, v32, bias, keep, scale, lv * s, rows))
 
     if policy == "recompute" and counts.uncorrectable:
         o = _recompute_all(q32, k32, v32, bias, keep, scale)[..., :dv].clone()
@@ -254,12 +255,23 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
     for idx in gemm_bad.nonzero().tolist():
         *bh, i, g = idx
         loc = int(pos[tuple(idx)])
-        ok = False
+        ok, moved = False, 0
         if loc >= 0:
             j = g + s * loc
-            sc[(*bh, i, j)] = q32[(*bh, i)] @ kt[(*bh, j)]
+            fresh = q32[(*bh, i)] @ kt[(*bh, j)]
+            moved = int(not bool((sc[(*bh, i, j)] - fresh).abs() <= t_score[(*bh, i, 0)] / 2))
+            sc[(*bh, i, j)] = fresh
             r = checksum.residuals(_groups(sc[(*bh, i)])[g][None], sc_chk[(*bh, i, g)][None])[0]
             ok = not bool(checksum.exceeds(r[0], t_score[(*bh, i, 0)]))
+        if not ok:
+            # The weighted checksum could not place it (e.g. a huge score overflows the weighted
+            # sum): recompute the group's scores; exactly one moved is a single fault.
+            js = torch.arange(g, sc.shape[-1], s, device=sc.device)
+            fresh = kt[(*bh,)][js] @ q32[(*bh, i)]
+            off = ~((sc[(*bh, i)][js] - fresh).abs() <= t_score[(*bh, i, 0)] / 2)
+            if int(off.sum()) + moved == 1:
+                sc[(*bh, i)][js[off]] = fresh[off]
+                ok = True
         if ok:
             counts.corrected += 1
         else:
@@ -305,11 +317,17 @@ def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
     return torch.where(repairable, l_mma, l)
 
 
-def _check_output(o, oc, t_out, counts, policy, site_name):
-    """Final check of GEMM-II + rescale + normalisation on every strided group of O."""
+def _check_output(o, oc, t_out, counts, policy, site_name, fresh_row=None):
+    """Final check of GEMM-II + rescale + normalisation on every strided group of O.
+
+    Correction recomputes the row (``fresh_row(rows)``: one row of plain attention) and
+    compares the failing group with it: exactly one element off (by more than T/2) is a single
+    fault, replaced; none or several is more than one fault, uncorrectable. The paper's
+    correction (subtract the residual at the position D2/D1 names) cannot tell two faults in a
+    group from one and then writes a wrong value that its own recheck accepts."""
     groups = _groups(o)  # [..., Sq, 8, Lv]
     d = checksum.residuals(groups, oc.transpose(-1, -2))
-    bad, pos = checksum.locate(groups, d, t_out.expand_as(d[..., 0]))
+    bad, _ = checksum.locate(groups, d, t_out.expand_as(d[..., 0]))
     if not bool(bad.any()):
         return o
     counts.detected += int(bad.sum())
@@ -318,26 +336,33 @@ def _check_output(o, oc, t_out, counts, policy, site_name):
         raise FaultDetected(site_name, "a fault in attention (PV, rescale or normalisation)")
     if policy == "detect":
         return o
-    lv = groups.shape[-1]
+    s = checksum.STRIDE
+    fresh_rows = {}
     for idx in bad.nonzero().tolist():
         *rows, g = idx
         rows = tuple(rows)
-        loc = int(pos[tuple(idx)])
-        ok = False
-        if loc >= 0:
-            group = _groups(o[rows])[g]
-            others = torch.cat([group[:loc], group[loc + 1:]]).sum()
-            # The paper's correction (subtract the residual), written so that a NaN/Inf element
-            # is rebuilt from its checksum as well.
-            o[rows + (g + checksum.STRIDE * loc,)] = oc[rows + (0, g)] - others
-            r = checksum.residuals(_groups(o[rows])[g][None], oc[rows][:, g][None])[0]
-            threshold = t_out[rows][0]
-            ok = not bool(checksum.exceeds(r[0], threshold) | checksum.exceeds(r[1], lv * threshold))
-        if ok:
+        if rows not in fresh_rows:
+            fresh_rows[rows] = fresh_row(rows)
+        js = torch.arange(g, o.shape[-1], s, device=o.device)
+        fresh = fresh_rows[rows][js]
+        off = ~((o[rows][js] - fresh).abs() <= t_out[rows][0] / 2)
+        if int(off.sum()) == 1:
+            o[rows][js[off]] = fresh[off]
             counts.corrected += 1
         else:
             counts.uncorrectable += 1
     return o
+
+
+def _recompute_row(q32, k32, v32, bias, keep, scale, width, rows):
+    """One query row of plain attention in fp32, zero-padded to ``width``: rows = (*batch, i)."""
+    bh, i = rows[:-1], rows[-1]
+    st = torch.where(keep[rows], k32[bh] @ q32[rows] * scale + bias[rows],
+                     torch.full_like(bias[rows], float("-inf")))
+    if not bool(keep[rows].any()):
+        return torch.zeros(width, device=q32.device)
+    out = torch.softmax(st, -1) @ v32[bh]
+    return torch.nn.functional.pad(out, (0, width - out.shape[-1]))
 
 
 def _recompute_all(q32, k32, v32, bias, keep, scale):

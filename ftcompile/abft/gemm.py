@@ -8,9 +8,11 @@ thread  one-sided thread-level ABFT: the checksums of W are built online, per 64
         strided tensor checksums (elements n, n+8, ..., n+56 of the tile: the registers one thread
         holds in the MMA layout), so each (row, tile, lane) group of 8 outputs is checked.
 
-Both locate a single fault per group with the weighted checksum, correct it by recomputing the
-located element (exact, unlike subtracting the residual), and recheck; a group that still fails
-is uncorrectable (more than one fault) and, under policy "recompute", recomputed whole.
+Both locate a single fault per group with the weighted checksum and correct it by recomputing the
+located element (exact, unlike subtracting the residual). The reference then confirms the
+single-fault model by recomputing the group: it reports "corrected" only if exactly one element
+was off by more than rounding; otherwise the group is uncorrectable (more than one fault, one
+possibly below the row threshold) and, under policy "recompute", recomputed whole.
 """
 from __future__ import annotations
 
@@ -44,31 +46,48 @@ class WeightChecksums:
     finite: torch.Tensor  # 0-d bool: W holds no NaN/Inf
 
 
-_weight_cache: Dict[tuple, Tuple[weakref.ref, int, WeightChecksums]] = {}
+class DerivedCache:
+    """Data derived from a persistent tensor (a weight), recomputed when it changes in place.
+
+    Keyed by the base tensor and the view's geometry, so the transposed view of a parameter made
+    on every call still hits. Only for tensors that outlive the call (parameters, buffers): a
+    compiled graph's scratch buffer can be rewritten by a kernel without bumping ``_version``,
+    so callers pass ``cache=False`` for weights that are not parameters."""
+
+    def __init__(self):
+        self._entries: Dict[tuple, tuple] = {}
+
+    def get(self, t: torch.Tensor, make: Callable[[torch.Tensor], object], cache: bool = True):
+        if not cache:
+            return make(t)
+        base = t._base if t._base is not None else t
+        key = (id(base), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0]() is base and hit[1] == t._version:
+            return hit[2]
+        value = make(t)
+        if hit is None:
+            weakref.finalize(base, self._entries.pop, key, None)
+        self._entries[key] = (weakref.ref(base), t._version, value)
+        return value
 
 
-def weight_checksums(weight: torch.Tensor) -> WeightChecksums:
-    """Offline encoding of W, cached per weight and recomputed if W changes in place.
+_checksum_cache = DerivedCache()
 
-    The key is the view (base tensor, offset, shape, strides), so the transposed view that a
-    compiled graph makes of an HF Conv1D weight on every call still hits the cache."""
-    base = weight._base if weight._base is not None else weight
-    key = (id(base), weight.storage_offset(), tuple(weight.shape), tuple(weight.stride()),
-           weight.dtype, weight.device)
-    hit = _weight_cache.get(key)
-    if hit is not None and hit[0]() is base and hit[1] == weight._version:
-        return hit[2]
+
+def _encode_weight(weight: torch.Tensor) -> WeightChecksums:
     w3 = _as_batched(weight)
     with torch.no_grad():
         # fp64 sums: offline work, so make the reference checksums as exact as they can be.
         sums = checksum.encode(w3.double()).float()
         stats = b_stats(w3.transpose(-1, -2), -1)
         finite = torch.isfinite(w3).all()
-    enc = WeightChecksums(sums, stats, finite)
-    if hit is None:
-        weakref.finalize(base, _weight_cache.pop, key, None)
-    _weight_cache[key] = (weakref.ref(base), weight._version, enc)
-    return enc
+    return WeightChecksums(sums, stats, finite)
+
+
+def weight_checksums(weight: torch.Tensor, cache: bool = True) -> WeightChecksums:
+    """Offline encoding of W (computed once per weight, again if it changes in place)."""
+    return _checksum_cache.get(weight, _encode_weight, cache)
 
 
 def _as_batched(weight: torch.Tensor) -> torch.Tensor:
@@ -130,7 +149,7 @@ def _recompute(x3, w3, bias, b: int, i: int, j: Optional[int] = None) -> torch.T
 
 def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor],
             col_of: Callable[[int, int], int], checks: torch.Tensor, threshold: torch.Tensor,
-            valid_rows: torch.Tensor, x3, w3, bias, policy: str) -> Outcome:
+            valid_rows: torch.Tensor, x3, w3, bias, policy: str, e: float) -> Outcome:
     """Verify every group, correct single faults, recheck, apply the policy. acc is [WB, M, N]."""
     groups = group_view(acc)  # [WB, M, G, L]
     d = checksum.residuals(groups, checks)
@@ -143,18 +162,24 @@ def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor
 
     corrected = uncorrectable = 0
     for b, i, gi in detected.nonzero().tolist():
+        # The kernels' algorithm: recompute the element that D2/D1 names (exact).
         p = int(pos[b, i, gi])
-        ok = False
-        if p >= 0:
-            j = col_of(gi, p)
-            acc[b, i, j] = _recompute(x3, w3, bias, b, i, j)
-            regroup = group_view(acc)[b, i, gi]
-            d2 = checksum.residuals(regroup[None], checks[b, i, gi][None])[0]
-            ok = not bool(checksum.exceeds(d2[0], threshold[b, i, gi]))
-        if not ok:
-            ok = _recheck_group(acc, groups.shape[-1], col_of, threshold[b, i, gi], x3, w3, bias,
-                                b, i, gi)
-        if ok:
+        j = col_of(gi, p) if p >= 0 else -1
+        moved = 0
+        if 0 <= j < acc.shape[-1]:  # a position in a tile's padding is no location
+            fresh = _recompute(x3, w3, bias, b, i, j)
+            tol = _element_tol(x3, w3, bias, b, i, torch.tensor([j], device=acc.device), e,
+                               threshold[b, i, gi])
+            moved = int(not bool((acc[b, i, j] - fresh).abs() <= tol[0]))
+            acc[b, i, j] = fresh
+        # The reference's confirmation of the single-fault model: recompute the whole group and
+        # count the elements that were off by more than rounding. Exactly one: corrected. None
+        # or several: more than one fault (a second one may hide below the row threshold, or the
+        # weighted ratio may name a wrong element), uncorrectable.
+        idx, fresh, off = _off_elements(acc, groups.shape[-1], col_of, x3, w3, bias, b, i, gi, e,
+                                        threshold[b, i, gi])
+        if moved + int(off.sum()) == 1:
+            acc[b, i, idx[off]] = fresh[off]
             corrected += 1
         else:
             uncorrectable += 1
@@ -164,23 +189,28 @@ def _finish(acc: torch.Tensor, group_view: Callable[[torch.Tensor], torch.Tensor
     return Outcome(n_detected, as_t(corrected), as_t(uncorrectable), zero)
 
 
-def _recheck_group(acc, length: int, col_of, threshold, x3, w3, bias, b: int, i: int, gi: int
-                   ) -> bool:
-    """Fallback when the weighted checksum cannot place the fault (a fault near the rounding
-    level in a long group, or one whose weighted sum overflows): recompute the group's elements
-    and count those that moved by more than T/2. Exactly one: a single fault, corrected in
-    place. None or several: more than one fault in the group, uncorrectable (acc untouched)."""
+def _element_tol(x3, w3, bias, b: int, i: int, idx: torch.Tensor, e: float,
+                 threshold: torch.Tensor) -> torch.Tensor:
+    """How far two fp32 evaluations of y[b, i, idx] may differ by rounding: 2 e_max times the
+    sum of the magnitudes of their terms (measured: <= 16 u32 of that sum on CPU, e_max ~ 25 u32),
+    and never more than half the group's threshold (a larger difference is a fault)."""
+    scale = w3[b, idx].float().abs() @ x3[b, i].float().abs()
+    if bias is not None:
+        scale = scale + bias[idx].float().abs()
+    return torch.minimum(2 * e * scale, threshold / 2)
+
+
+def _off_elements(acc, length: int, col_of, x3, w3, bias, b: int, i: int, gi: int, e: float,
+                  threshold: torch.Tensor):
+    """(columns, recomputed values, off-by-more-than-rounding mask) of one check group."""
     n = acc.shape[-1]
-    cols = [c for c in (col_of(gi, q) for q in range(length)) if c < n]
-    idx = torch.tensor(cols, device=acc.device)
+    idx = torch.tensor([c for c in (col_of(gi, q) for q in range(length)) if c < n],
+                       device=acc.device)
     fresh = w3[b, idx].float() @ x3[b, i].float()
     if bias is not None:
         fresh = fresh + bias[idx].float()
-    moved = ~((acc[b, i, idx] - fresh).abs() <= threshold / 2)
-    if int(moved.sum()) != 1:
-        return False
-    acc[b, i, idx[moved]] = fresh[moved]
-    return True
+    off = ~((acc[b, i, idx] - fresh).abs() <= _element_tol(x3, w3, bias, b, i, idx, e, threshold))
+    return idx, fresh, off
 
 
 def _prepare(x: torch.Tensor, weight: torch.Tensor):
@@ -199,10 +229,11 @@ def _e(x: torch.Tensor, n: int, k: int, e_max_safety: float) -> float:
 
 
 def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
-                  c_sigma: float, e_max_safety: float) -> Tuple[torch.Tensor, Outcome]:
+                  c_sigma: float, e_max_safety: float, static_weight: bool = True
+                  ) -> Tuple[torch.Tensor, Outcome]:
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
-    enc = weight_checksums(weight)
+    enc = weight_checksums(weight, cache=static_weight)
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(x3, w3, bias, injections, site_name, spread=1)
 
@@ -215,13 +246,15 @@ def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
         threshold = threshold + _e(x, n, k, e_max_safety) * bias.float().abs().sum()
     valid = row_finite & enc.finite
     outcome = _finish(acc, lambda a: a[:, :, None, :], lambda g, p: p, checks[:, :, None, :],
-                      threshold[:, :, None], valid, x3, w3, bias, policy)
+                      threshold[:, :, None], valid, x3, w3, bias, policy,
+                      _e(x, n, k, e_max_safety))
     outcome.nonfinite_inputs = (~valid).any().long()
     return _output(acc, x, n), outcome
 
 
 def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
-                  c_sigma: float, e_max_safety: float) -> Tuple[torch.Tensor, Outcome]:
+                  c_sigma: float, e_max_safety: float, static_weight: bool = True
+                  ) -> Tuple[torch.Tensor, Outcome]:
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
     tiles = math.ceil(n / N_TILE)
@@ -257,7 +290,7 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
         threshold = threshold + e * bias.float().abs().max() * lanes
     valid = row_finite & torch.isfinite(w3).all()
     outcome = _finish(acc, group_view, col_of, checks, threshold[..., None].expand(-1, -1, tiles * s),
-                      valid, x3, w3, bias, policy)
+                      valid, x3, w3, bias, policy, e)
     outcome.nonfinite_inputs = (~valid).any().long()
     return _output(acc, x, n), outcome
 

@@ -33,14 +33,17 @@ class FaultSpec:
              (QK^T element), "exp" (softmax numerator), "rowmax", "rowsum", "pv" (output
              accumulator after a tile's PV), "rescale" (output element after the online rescale).
     index    element index in the stage's tensor (GEMM: (row, col) of the 2-D output; attention:
-             (b, h, i, j) for score/exp, (b, h, i) for rowmax/rowsum, (b, h, i, d) for pv/rescale);
-             None: drawn from ``seed``.
+             (b, h, i, j) for score/exp with j a global key position (it fixes the key tile),
+             (b, h, i) for rowmax/rowsum, (b, h, i, d) for pv/rescale); None: drawn from ``seed``.
     k_step   k-tile (GEMM) or key tile (attention) at which to inject; None: drawn from ``seed``.
     bit      flip this bit of the value's encoding in format ``fmt``; or
-    value    add this number. Neither: add 10.0.
-    fmt      "fp32" (accumulator encoding) or "bf16"/"fp16" (the output format).
-    count    faults in one check interval (same row; for strided checks the same group): more than
-             one is beyond the single-event-upset model and must be reported uncorrectable.
+    value    add this number (NaN/Inf allowed). Neither: add 10.0.
+    fmt      "fp32" (accumulator encoding) or "bf16"/"fp16": the value is rounded to that format
+             and the bit flipped there (a flip in the rounded output value).
+    count    faults in one check group: the same row (global checks), the same lane of the same
+             64-wide tile (thread-level), the same strided group (attention). More than one is
+             beyond the single-event-upset model and is reported uncorrectable where the op
+             corrects by checksum; a count larger than the group raises ValueError.
     calls    inject into at most this many calls of the site (None: every call).
     """
 

@@ -6,15 +6,21 @@ Hopper (sm_90) only, bf16 and fp16; anything else runs the reference algorithm, 
 exports C entry points taking one argument block (:class:`_Args`, mirrored from
 ``csrc/gemm/ft_common.cuh``); ``FTCOMPILE_GEMM_LIB`` points at a prebuilt library instead.
 
-Semantics are those of :mod:`ftcompile.abft.gemm` (same thresholds, policies, counters, fault
-injection draws). What differs, and why, is in benchmarks/NOTES_gemm.md:
+Semantics are those of :mod:`ftcompile.abft.gemm` (same V-ABFT formula, policies, counters, fault
+injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
+  * e of the threshold is max(calibrated e_max, 2 * steps * 2^-24): the tensor cores' fp32
+    accumulation truncates, an error linear in the accumulation chain (see TC_COEF).
   * global: the recheck after a correction allows the rounding of the stored faulty element
     (its fp32 value is gone by then); policy "recompute" recomputes the row in the kernel.
   * thread: an uncorrectable group is recomputed whole (its 8 elements) under "recompute"; the
     other groups of the row were verified independently, so the output is the same.
   * accumulator faults in the global kernel are applied as corrupt(v_t) - v_t with v_t the
     partial sum after k-step t recomputed in fp32 (touching the wgmma accumulators inside the
-    pipelined loop would serialise it); in the thread kernel they hit the register directly.
+    pipelined loop would serialise it); in the thread kernel they hit the register directly
+    (of the CTA whose K slice holds step t).
+  * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
+    a fault (recompute the group, count elements that moved by > T/2); such faults are counted
+    uncorrectable (and recomputed under "recompute").
 """
 from __future__ import annotations
 
@@ -23,7 +29,6 @@ import importlib.util
 import math
 import os
 import threading
-import weakref
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -41,6 +46,15 @@ POLICY = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128
+NCW = 4  # consumer warps of the thread kernel (each accumulates a quarter of a CTA's k-steps)
+# CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
+GLOBAL_CLUSTER = int(os.environ.get("FTCOMPILE_GEMM_CLUSTER", "1"))
+# Tensor-core accumulation (wgmma / mma.sync, bf16 and fp16 inputs) adds each k16 product into the
+# fp32 accumulator with a biased (truncating) rounding: measured on the H200, about 0.6 * 2^-24 of
+# the accumulator per k16 step, so the error grows linearly with the length of one accumulation
+# chain, not like the sqrt(n) of the shipped e_max (calibrated on fp32 SIMT products). The
+# threshold's e is at least TC_COEF * steps * 2^-24 (notes: benchmarks/NOTES_gemm.md).
+TC_COEF = 2.0
 
 
 # ----------------------------------------------------------------------------- argument block
@@ -64,7 +78,9 @@ class _Args(ctypes.Structure):
                 ("policy", ctypes.c_int32), ("dtype", ctypes.c_int32), ("protect", ctypes.c_int32),
                 ("n_inj", ctypes.c_int32), ("split", ctypes.c_int32), ("mtile", ctypes.c_int32),
                 ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32), ("ws_mtiles", ctypes.c_int32),
-                ("ws_rows", ctypes.c_int64),
+                ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
+                ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
+                ("cluster", ctypes.c_int32), ("pad2_", ctypes.c_int32),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -127,53 +143,38 @@ def lib():
 
 
 # ----------------------------------------------------------------------------- per-tensor caches
-class _Cache:
-    """Derived data per tensor, recomputed when the tensor changes in place (version, storage)."""
-
-    def __init__(self):
-        self._d: Dict[int, tuple] = {}
-
-    def get(self, t: torch.Tensor, make):
-        key, stamp = id(t), (t._version, t.data_ptr(), tuple(t.shape), tuple(t.stride()))
-        hit = self._d.get(key)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-        val = make(t)
-        if key not in self._d:
-            weakref.finalize(t, self._d.pop, key, None)
-        self._d[key] = (stamp, val)
-        return val
+# Keyed on the parameter behind a view (see gemm.DerivedCache); bypassed for weights computed in
+# the graph, whose scratch buffers a compiled graph may rewrite without bumping _version.
+_wcache, _bcache, _ccache, _mcache = (gemm.DerivedCache(), gemm.DerivedCache(),
+                                      gemm.DerivedCache(), gemm.DerivedCache())
 
 
-_wcache, _bcache, _ccache, _mcache = _Cache(), _Cache(), _Cache(), _Cache()
-
-
-def _weight_enc(weight: torch.Tensor):
+def _weight_enc(weight: torch.Tensor, cache: bool = True):
     """(sums [WB,2,K] fp32, stats [WB,3] fp32, finite int32 [1]) from gemm.weight_checksums."""
     def make(w):
-        enc = gemm.weight_checksums(w)
+        enc = gemm.weight_checksums(w, cache)
         stats = torch.stack([enc.stats.sum_abs_mu, enc.stats.sum_var, enc.stats.sum_mu2], -1)
         return (enc.sums.contiguous(), stats.float().reshape(-1, 3).contiguous(),
                 enc.finite.to(torch.int32).reshape(1))
-    return _wcache.get(weight, make)
+    return _wcache.get(weight, make, cache)
 
 
-def _bias_stats(bias: torch.Tensor) -> torch.Tensor:
+def _bias_stats(bias: torch.Tensor, cache: bool = True) -> torch.Tensor:
     """fp64 [sum b, sum (n+1) b, sum |b|, max |b|] (the bias terms of checks and thresholds)."""
     def make(b):
         bd = b.double()
         pos = torch.arange(1, b.numel() + 1, dtype=torch.float64, device=b.device)
         return torch.stack([bd.sum(), (bd * pos).sum(), bd.abs().sum(), bd.abs().max()]).contiguous()
-    return _bcache.get(bias, make)
+    return _bcache.get(bias, make, cache)
 
 
-def _kernel_weight(weight: torch.Tensor) -> torch.Tensor:
+def _kernel_weight(weight: torch.Tensor, cache: bool = True) -> torch.Tensor:
     """W as [WB, N, K] with K contiguous and 16-byte rows; a cached copy where it is not."""
     w3 = weight.reshape(-1, weight.shape[-2], weight.shape[-1]) if weight.dim() == 3 else weight[None]
     if _tma_ok(w3):
         return w3
     return _ccache.get(weight, lambda w: (w.reshape(-1, w.shape[-2], w.shape[-1]) if w.dim() == 3
-                                          else w[None]).contiguous())
+                                          else w[None]).contiguous(), cache)
 
 
 def _tma_ok(t3: torch.Tensor) -> bool:
@@ -314,28 +315,48 @@ def _num_sms(device) -> int:
     return _sms[device]
 
 
-def thread_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int]:
-    """(mtile, split): 16-row tiles for M <= 16; K split over a cluster until ~2 CTAs per SM."""
+def thread_config(m: int, n: int, k: int, wb: int, num_sms: int,
+                  nbox: Optional[int] = None, stages: Optional[int] = None) -> Tuple[int, int, int, int]:
+    """(mtile, split, nbox, stages) of the thread kernel, from the configuration sweep on the H200
+    (benchmarks/NOTES_gemm.md, run 3): an 8-deep ring (a multiple of the 4 consumer warps, so
+    each slot belongs to one warp); two 64-wide k-boxes per stage (256-byte runs of each W row,
+    160 KB: one CTA per SM) while the 16-row tiles fit the GPU in one wave, else one box (two CTAs
+    per SM); K split over a cluster while the CTAs still fit the GPU at once."""
     mtile = 1 if m <= 16 else 2
     base = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
-    nk = math.ceil(k / K_TILE)
+    nbox = nbox or (2 if mtile == 1 and base <= num_sms else 1)
+    stages = stages or 8
+    smem = stages * nbox * (N_TILE * K_TILE * 2 + 16 * mtile * K_TILE * 2)
+    per_sm = 2 if smem <= (110 << 10) else 1
+    nst = math.ceil(k / (K_TILE * nbox))
     split = 1
-    while split < 8 and base * split * 2 <= 2 * num_sms and nk // (split * 2) >= 2:
+    while split < 8 and base * split * 2 <= per_sm * num_sms and nst // (split * 2) >= 2:
         split *= 2
-    return mtile, split
+    return mtile, split, nbox, stages
+
+
+def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, split: int = 1) -> float:
+    """e of the V-ABFT threshold for the kernels: the calibrated e_max (gemm._e), raised to cover
+    the biased tensor-core accumulation of the longest accumulator chain (see TC_COEF)."""
+    table = gemm._e(x, STRIDE if thread else n, k, safety)
+    steps = k / (16 * NCW * split) if thread else k / 16
+    return max(table, TC_COEF * max(steps, 1.0) * 2.0 ** -24 * safety)
 
 
 def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
         site: telemetry.Site, *, protect: bool = True, inject: bool = True,
-        split: Optional[int] = None, mtile: Optional[int] = None,
-        plan: Optional[list] = None, log: Optional[torch.Tensor] = None) -> torch.Tensor:
+        split: Optional[int] = None, mtile: Optional[int] = None, nbox: Optional[int] = None,
+        stages: Optional[int] = None, plan: Optional[list] = None, log: Optional[torch.Tensor] = None,
+        dbg: Optional[torch.Tensor] = None, cluster: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
     active FaultSpecs and without the host sync that logging events needs; ``log``: a
-    preallocated [MAX_INJ, 2] fp32 buffer for their (before, after) values."""
+    preallocated [MAX_INJ, 2] fp32 buffer for their (before, after) values. ``dbg``: fp64 buffer
+    that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
+    [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs."""
     thread = scheme == "linear_thread"
-    w3 = _kernel_weight(weight)
+    w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape
     x3 = x.reshape(wb, -1, k)
     if not _tma_ok(x3):  # TMA wants K contiguous, 16-byte rows: copy (fresh, aligned storage)
@@ -357,17 +378,16 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     raise_flag = None
     injections = []
     if protect:
-        sums, stats, finite = _weight_enc(weight)
+        sums, stats, finite = _weight_enc(weight, site.static_weight)
         keep += [sums, stats, finite]
         a.wsum, a.wstats, a.wfinite = sums.data_ptr(), stats.data_ptr(), finite.data_ptr()
         if bias is not None:
-            bst = _bias_stats(bias)
+            bst = _bias_stats(bias, site.static_weight)
             keep.append(bst)
             a.bstats = bst.data_ptr()
         a.counters = telemetry.counters(dev)[site.id].data_ptr()
         a.policy = POLICY[site.policy]
         a.c_sigma = site.c_sigma
-        a.e = gemm._e(x3, STRIDE if thread else n, k, site.e_max_safety)
         if site.policy == "raise":
             raise_flag = torch.zeros(1, dtype=torch.int32, device=dev)
             a.raise_flag = raise_flag.data_ptr()
@@ -379,11 +399,14 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
             if len(plan) > MAX_INJ:
                 raise ValueError(f"ftcompile: at most {MAX_INJ} injected elements per call")
             log = _fill_injections(a, plan, dev, log)
+    if dbg is not None:
+        a.dbg = dbg.data_ptr()
+    a.cluster = cluster or GLOBAL_CLUSTER
     if thread:
-        mt_auto, sp_auto = thread_config(m, n, k, wb, a.num_sms)
-        a.mtile = mtile or mt_auto
-        a.split = split or sp_auto
-        a.split = max(1, min(a.split, math.ceil(k / K_TILE)))
+        a.mtile, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages)
+        if mtile:
+            a.mtile = mtile
+        a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         ws = _workspace("thread", dev)
     elif protect:
         ws, a.ws_rows, a.ws_mtiles = _workspace("global", dev, wb * m, wb * math.ceil(m / GLOBAL_BM))
@@ -392,6 +415,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if ws is not None:
         keep.append(ws)
         a.ws = ws.data_ptr()
+    if protect:
+        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1)
     fn = lib().ft_gemm_thread if thread else lib().ft_gemm_global
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:

@@ -39,6 +39,12 @@ def _site_kwargs(site: telemetry.Site) -> dict:
                 e_max_safety=site.e_max_safety)
 
 
+def _weight_nk(weight: Tensor, transposed: bool) -> Tensor:
+    """W as [N, K]: a graph hands a Conv1D / x @ W parameter over as it is ([K, N]) so that the
+    op's caches key on the parameter itself, never on a copy inductor may recycle."""
+    return weight.transpose(-2, -1) if transposed else weight
+
+
 def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"ftcompile linear: unsupported dtype {x.dtype} (fp32, fp16, bf16)")
@@ -51,7 +57,9 @@ def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Non
         raise ValueError(f"ftcompile linear: bias must be [N={weight.shape[-2]}], got {tuple(bias.shape)}")
 
 
-def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site_id: int) -> Tensor:
+def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site_id: int,
+            transposed: bool) -> Tensor:
+    weight = _weight_nk(weight, transposed)
     _check_linear_args(x, weight, bias)
     site = telemetry.site(site_id)
     kernel = cuda.kernel_for(scheme, x, weight, bias)
@@ -59,23 +67,26 @@ def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site
         return kernel(x, weight, bias, site)
     reference = gemm.linear_global if scheme == "linear_global" else gemm.linear_thread
     with torch.no_grad():
-        y, outcome = reference(x, weight, bias, **_site_kwargs(site))
+        y, outcome = reference(x, weight, bias, static_weight=site.static_weight,
+                               **_site_kwargs(site))
     _record(site_id, x.device, outcome, site)
     return y
 
 
 @torch.library.custom_op("ftcompile::linear_global", mutates_args=(), tags=NEEDS_CONTIGUOUS)
-def linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int) -> Tensor:
-    return _linear("linear_global", x, weight, bias, site)
+def linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
+                  transposed: bool = False) -> Tensor:
+    return _linear("linear_global", x, weight, bias, site, transposed)
 
 
 @torch.library.custom_op("ftcompile::linear_thread", mutates_args=(), tags=NEEDS_CONTIGUOUS)
-def linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int) -> Tensor:
-    return _linear("linear_thread", x, weight, bias, site)
+def linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
+                  transposed: bool = False) -> Tensor:
+    return _linear("linear_thread", x, weight, bias, site, transposed)
 
 
-def _linear_fake(x, weight, bias, site):
-    return x.new_empty(*x.shape[:-1], weight.shape[-2])
+def _linear_fake(x, weight, bias, site, transposed=False):
+    return x.new_empty(*x.shape[:-1], _weight_nk(weight, transposed).shape[-2])
 
 
 linear_global.register_fake(_linear_fake)
@@ -111,13 +122,14 @@ def _attention_fake(q, k, v, attn_mask, is_causal, scale, enable_gqa, site):
 # Autograd: the forward is protected; the backward is the plain (unprotected) derivative, so a
 # model compiled in training mode still trains. Inference is what the ABFT schemes target.
 def _linear_setup(ctx, inputs, output):
-    x, weight, bias, _ = inputs
+    x, weight, bias, _, transposed = inputs
     ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
+    ctx.has_bias, ctx.transposed = bias is not None, transposed
 
 
 def _linear_backward(ctx, grad):
     x, weight = ctx.saved_tensors
+    weight = _weight_nk(weight, ctx.transposed)
     if weight.dim() == 2:
         gx = grad @ weight
         gw = grad.reshape(-1, grad.shape[-1]).transpose(0, 1) @ x.reshape(-1, x.shape[-1])
@@ -127,7 +139,7 @@ def _linear_backward(ctx, grad):
         gw = grad.reshape(weight.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ x.reshape(
             weight.shape[0], -1, x.shape[-1])
         gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
-    return gx, gw, gb, None
+    return gx, _weight_nk(gw, ctx.transposed), gb, None, None
 
 
 for _op in (linear_global, linear_thread):

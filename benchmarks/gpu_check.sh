@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole project in one GPU call: install ftcompile (so backend="ft" resolves through its entry
+# point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
+# The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
+# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models]   (default: tests models)
+# At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/ftcompile_out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext}
+parts=${*:-tests models}
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s] $*" >> "$OUT/env.log"; }
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv
+  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$OUT/env.log" 2>&1
+python3 -m pip install -q --no-deps --no-build-isolation -e . >> "$OUT/env.log" 2>&1 || stamp "editable install FAILED"
+python3 -c "import torch; torch._dynamo.lookup_backend('ft'); print('backend ft registered')" >> "$OUT/env.log" 2>&1
+
+stamp "build"
+( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) > "$OUT/build.log" 2>&1 &
+( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
+wait
+stamp "built"
+
+for part in $parts; do
+  case $part in
+    tests) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
+             tests/test_cuda_attention.py tests/test_cuda_e2e.py > "$OUT/pytest.log" 2>&1
+           stamp "tests rc=$?" ;;
+    e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
+           > "$OUT/pytest.log" 2>&1
+         stamp "e2e rc=$?" ;;
+    models) timeout 240 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
+            stamp "models rc=$?" ;;
+  esac
+done
+
+cat "$OUT/env.log"; tail -4 "$OUT/build.log"
+[ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
+[ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null

@@ -1,0 +1,440 @@
+"""CUDA kernel of ``ftcompile::attention``: EFTA inside one flash-attention kernel (csrc/attention).
+
+``supports(q, k, v)`` says whether the kernel takes a call (sm_90 GPU, fp16/bf16, head dim 64 or
+128, matching batch dims); everything else runs the reference (ftcompile.abft.efta) on the GPU:
+fp32 inputs (the reference is fp32 throughout), other head dims (no kernel instantiated), other
+architectures (built for sm_90a only). ``kernel(...)`` is registered for the op; it falls back to
+the reference for a mask it cannot broadcast or a non-positive scale, where the reference raises
+the clear error or computes the odd case.
+
+The library is built lazily on first use with torch.utils.cpp_extension (ninja, cached in
+TORCH_EXTENSIONS_DIR) and driven through a C ABI (ctypes), so the .cu files need only CUDA headers.
+
+Semantics follow the reference: same tiles (64 keys), same stages, same telemetry fields; fault
+injection resolves tile and index with the reference's own planner and generator order, so CPU and
+GPU corrupt the same element. Differences, by design (see benchmarks/NOTES_attention.md):
+  * the GEMM-I/EXP checksum groups are the 16 scores one lane holds per row and tile (keys
+    8j+2g, 8j+2g+1); an alarm is confirmed by recomputing the warp's tile, so a fault is counted
+    only if the data changed, and the recomputed tile is the correction. Two faults in one group are
+    therefore corrected (counted once), not "uncorrectable".
+  * the final GEMM-II check covers a whole output row; a failing row is corrected as the reference
+    does, by recomputation and comparison (the CTA's block is recomputed; compared on the stored
+    16-bit output, so a fault below output rounding counts as none).
+  * a rowsum fault is repaired from the MMA-path row sum (as the reference), whose 16-bit P rounding
+    limits the agreement test to 2^-8 (bf16) / 2^-10 (fp16) relative.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import itertools
+import math
+import os
+import struct
+import threading
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from .. import telemetry
+from ..abft import checksum, efta, injection
+from ..abft.thresholds import e_max
+from . import cuda
+
+HEAD_DIMS = (64, 128)
+BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
+ALARM_FIELDS = ("tile_alarms", "tile_faults", "final_alarms", "rowsum_alarms")
+DEBUG_FIELDS = ("unified_ratio", "masked_ratio", "final_ratio", "rowsum_ratio")
+POLICIES = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
+STAGE_IDS = {s: i for i, s in enumerate(("score", "exp", "rowmax", "rowsum", "pv", "rescale"))}
+MAX_INJECTIONS = 16
+# Reference order of injection points within a tile (efta.attention): score, rowmax, exp, rowsum,
+# rescale (tiles >= 1), pv.
+_REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "rescale", "pv")
+
+# Threshold constants (NOTES_attention.md, "Thresholds"). A false alarm of the per-tile checks costs
+# time only (the tile is recomputed and compared), so C_GEMM is a worst-case bound, not a tight one.
+C_GEMM = 2.0 ** -16  # |sum S - S^c| <= C_GEMM * ||q|| * sum_k ||k|| (hi/lo checksum + fp32 MMA sums)
+TOL_AGREE = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -10}  # l vs sum of 16-bit P
+REPR_OUT = {torch.bfloat16: 2.0 ** -22, torch.float16: 2.0 ** -19}  # V checksum representation
+# m16 tiles per warp at head dim 64 (measured: benchmarks/NOTES_attention.md); d=128 always uses 1.
+M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
+# fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
+KC_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16.0}
+VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
+VC2_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16384.0}  # ABI slot; the kernel no longer uses c2
+
+_I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
+        "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles kc kn vc policy counters alarms dbg nf_token "
+        "call_id inj n_inj inj_log stream").split()
+_F64 = "scale kc_unscale vc1_unscale vc2_unscale c_gemm e_out tol_agree".split()
+
+
+class _HostArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int64) for n in _I64] + [(n, ctypes.c_double) for n in _F64]
+
+
+_INJ_REC_BYTES = 48
+_lock = threading.Lock()
+_call_ids = itertools.count(1)
+_device_buffers: Dict[torch.device, Dict[str, torch.Tensor]] = {}
+_debug = False
+
+
+def _csrc_dir() -> Path:
+    """csrc/attention in a source checkout (editable install), else the installed ftcompile.csrc."""
+    here = Path(__file__).resolve().parents[2] / "csrc" / "attention"
+    if here.is_dir():
+        return here
+    import ftcompile.csrc as pkg  # package-dir maps csrc/ -> ftcompile.csrc in a wheel
+
+    return Path(pkg.__file__).resolve().parent / "attention"
+
+
+@functools.lru_cache(maxsize=None)
+def library(ablate: int = 0) -> ctypes.CDLL:
+    """Build (once per process, cached on disk) and load the kernels; raises where impossible.
+    ``ablate`` > 0: a measurement build with protection steps removed (EFTA_ABLATE, see the kernel)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("ftcompile attention kernel: no CUDA device")
+    from torch.utils.cpp_extension import load
+
+    src = _csrc_dir()
+    sources = sorted(str(p) for p in src.glob("*.cu"))
+    if not sources:
+        raise RuntimeError(f"ftcompile attention kernel: no sources in {src}")
+    path = load(name="ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""), sources=sources,
+                extra_include_paths=[str(src)],
+                # hidden visibility: each build's template instantiations stay its own (two builds
+                # in one process, e.g. a measurement build, must not bind to each other's kernels)
+                extra_cflags=["-fvisibility=hidden"],
+                extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", f"-DEFTA_ABLATE={int(ablate)}",
+                                   "-Xcompiler", "-fvisibility=hidden",
+                                   "-gencode=arch=compute_90a,code=sm_90a"],
+                is_python_module=False, verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
+    lib = ctypes.CDLL(path)
+    lib.efta_attention_forward.argtypes = [ctypes.POINTER(_HostArgs)]
+    lib.efta_attention_forward.restype = ctypes.c_int
+    lib.efta_attention_prepass.argtypes = [ctypes.POINTER(_HostArgs)]
+    lib.efta_attention_prepass.restype = ctypes.c_int
+    lib.efta_abi_version.restype = ctypes.c_int
+    expect = len(_HostArgs._fields_) * 1000 + _INJ_REC_BYTES
+    if lib.efta_abi_version() != expect:
+        raise RuntimeError(f"ftcompile attention kernel: ABI {lib.efta_abi_version()} != {expect}")
+    return lib
+
+
+@functools.lru_cache(maxsize=None)
+def _device_ok(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _library_ok() -> bool:
+    try:
+        library()
+        return True
+    except Exception as exc:  # a build failure must not break the model: say it once, use the reference
+        warnings.warn(f"ftcompile: attention kernel unavailable ({exc}); using the reference op")
+        return False
+
+
+def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Optional[str]:
+    """None where the kernel takes (q, k, v); else why the reference runs instead."""
+    if not (q.is_cuda and k.is_cuda and v.is_cuda):
+        return "not on a CUDA device"
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        return f"dtype {q.dtype}: the kernel is fp16/bf16 (the reference computes fp32 exactly)"
+    if not (q.dtype == k.dtype == v.dtype):
+        return "q, k, v dtypes differ"
+    if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
+        return "q, k, v ranks differ or are below 2"
+    d = q.shape[-1]
+    if d not in HEAD_DIMS or k.shape[-1] != d or v.shape[-1] != d:
+        return f"head dims q{d} k{k.shape[-1]} v{v.shape[-1]}: kernels exist for {HEAD_DIMS} (v = q = k)"
+    if k.shape[-2] != v.shape[-2]:
+        return "k and v sequence lengths differ"
+    if q.dim() >= 3:
+        if q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2]:
+            return "batch dims differ between q, k, v (no broadcasting in the kernel)"
+        if q.shape[-3] % k.shape[-3]:
+            return "query heads not a multiple of key/value heads"
+    if q.numel() == 0 or k.numel() == 0:
+        return "empty input"
+    if not _device_ok(q.device.index if q.device.index is not None else torch.cuda.current_device()):
+        return "not an sm_90 device (the kernels are built for sm_90a)"
+    if not _library_ok():
+        return "kernel library failed to build"
+    return None
+
+
+def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    return fallback_reason(q, k, v) is None
+
+
+def _buffers(device: torch.device) -> Dict[str, torch.Tensor]:
+    with _lock:
+        buf = _device_buffers.get(device)
+        if buf is None:
+            buf = {"alarms": torch.zeros(len(ALARM_FIELDS), dtype=torch.int64, device=device),
+                   "debug": torch.zeros(len(DEBUG_FIELDS), dtype=torch.float32, device=device),
+                   "nf_token": torch.zeros(1, dtype=torch.int32, device=device)}
+            _device_buffers[device] = buf
+    return buf
+
+
+def _dev(t: torch.Tensor) -> torch.device:
+    return _norm(t.device)
+
+
+def _norm(device) -> torch.device:
+    device = torch.device(device)
+    return torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
+
+
+def alarm_counts(device="cuda") -> Dict[str, int]:
+    """Diagnostics since reset: tile checks that alarmed (each recomputed and compared), of those
+    the faults confirmed, and final/rowsum checks that alarmed."""
+    buf = _buffers(_norm(device))["alarms"]
+    return dict(zip(ALARM_FIELDS, (int(x) for x in buf.cpu())))
+
+
+def set_debug(on: bool) -> None:
+    """Record the largest residual/threshold ratio of each check (slows the kernel; diagnostics)."""
+    global _debug
+    _debug = bool(on)
+
+
+def debug_ratios(device="cuda") -> Dict[str, float]:
+    buf = _buffers(_norm(device))["debug"]
+    return dict(zip(DEBUG_FIELDS, (float(x) for x in buf.cpu())))
+
+
+def reset_diagnostics(device="cuda") -> None:
+    buf = _buffers(_norm(device))
+    buf["alarms"].zero_()
+    buf["debug"].zero_()
+
+
+def _as4d(t: torch.Tensor) -> torch.Tensor:
+    if t.dim() == 2:
+        return t[None, None]
+    if t.dim() == 3:
+        return t[None]
+    if t.dim() == 4:
+        return t
+    return t.reshape(-1, *t.shape[-3:])
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """Rows must start on 16 bytes (cp.async) with a contiguous head dim."""
+    ok = t.stride(-1) == 1 and all(s % 8 == 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0
+    return t if ok else t.contiguous()
+
+
+def _reference(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:
+    from . import library as lib_ops
+
+    with torch.no_grad():
+        out, outcome = efta.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa,
+                                      **lib_ops._site_kwargs(site))
+    lib_ops._record(site.id, q.device, outcome, site)
+    return out
+
+
+def _float_bits(x: float) -> int:
+    return struct.unpack("<i", struct.pack("<f", x))[0]
+
+
+def resolve_injections(injections: List[injection.Injection], batch: Tuple[int, ...], sq: int,
+                       sk: int, dv: int) -> List[Tuple[str, int, Tuple[int, ...], injection.Injection]]:
+    """(stage, tile, index, injection) per corrupted element, in the reference's order and with
+    its generator draws (efta._plan, then efta._inject's draw_index per tile and stage)."""
+    n_tiles = math.ceil(sk / BLOCK_N)
+    plan = efta._plan(injections, n_tiles)
+    s = checksum.STRIDE
+    lv8 = math.ceil(dv / 8) * 8
+    out = []
+    for t in range(n_tiles):
+        width = math.ceil((min((t + 1) * BLOCK_N, sk) - t * BLOCK_N) / 8) * 8
+        for stage in _REF_STAGE_ORDER:
+            if stage == "rescale" and t == 0:
+                continue
+            for inj, g in plan.get((t, stage), []):
+                shape = {"score": (*batch, sq, width), "exp": (*batch, sq, width),
+                         "rowmax": (*batch, sq), "rowsum": (*batch, sq),
+                         "pv": (*batch, sq, lv8), "rescale": (*batch, sq, lv8)}[stage]
+                index = inj.spec.index
+                if index is None:
+                    index = injection.draw_index(shape, g)
+                elif stage in ("score", "exp"):
+                    index = (*index[:-1], index[-1] - t * BLOCK_N)
+                index = tuple(int(i) for i in index)
+                if len(index) != len(shape):
+                    raise IndexError(f"fault index {inj.spec.index} does not fit the {stage} tensor {shape}")
+                index = tuple(i + n if i < 0 else i for i, n in zip(index, shape))
+                if any(not 0 <= i < n for i, n in zip(index, shape)):
+                    raise IndexError(f"fault index {inj.spec.index} outside the {stage} tensor {shape}")
+                spread = s if stage in ("score", "exp", "pv", "rescale") else 1
+                for c in range(inj.spec.count):
+                    idx = list(index)
+                    if c:
+                        idx[-1] = (idx[-1] + c * spread) % shape[-1]
+                    out.append((stage, t, tuple(idx), inj))
+    return out
+
+
+def _records(resolved, q_shape: Tuple[int, ...], device) -> torch.Tensor:
+    """InjRec rows (12 int32 each) for the kernel; batch dims flattened to (b, h) as in _as4d."""
+    nb = len(q_shape) - 2
+    lead = q_shape[:-3] if len(q_shape) >= 3 else ()
+    rows = []
+    for stage, t, idx, inj in resolved:
+        batch = idx[:nb]
+        h = batch[-1] if nb >= 1 else 0
+        b = 0
+        for i, n in zip(batch[:-1], lead):
+            b = b * n + i
+        row = idx[nb]
+        col = idx[nb + 1] if stage not in ("rowmax", "rowsum") else 0
+        spec = inj.spec
+        if spec.bit is None:
+            mode, bit, value = 0, 0, 10.0 if spec.value is None else float(spec.value)
+        else:
+            mode, bit, value = {"fp32": 1, "bf16": 2, "fp16": 3}[spec.fmt], spec.bit, 0.0
+        rows.append([STAGE_IDS[stage], t, b, h, row, col, mode, bit, _float_bits(value), 0, 0, 0])
+    return torch.tensor(rows, dtype=torch.int32).to(device)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+              is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+              site: Optional[telemetry.Site] = None, protect: bool = True,
+              inj_rows: Optional[torch.Tensor] = None, prepass_only: bool = False,
+              ablate: int = 0, m_tiles: Optional[int] = None) -> torch.Tensor:
+    """Run the kernel. ``protect=False``: the same kernel with every protection step compiled out
+    (the baseline the overhead is measured against); it needs no site and touches no counters.
+    ``inj_rows`` (benchmarks only): pre-resolved injection rows (see ``_records``), applied without
+    logging events, so a run with a fault per call needs no host synchronisation.
+    ``prepass_only`` (benchmarks only): launch just the checksum prepass (its share of the overhead).
+    ``ablate`` (benchmarks only): run a measurement build with protection steps removed.
+    ``m_tiles``: m16 tiles per warp at d=64 (1 or 2; default M_TILES_D64); d=128 always uses 1."""
+    reason = fallback_reason(q, k, v)
+    if reason is not None:
+        raise ValueError(f"ftcompile attention kernel: unsupported call ({reason})")
+    if protect and site is None:
+        raise ValueError("ftcompile attention kernel: a protected call needs a site")
+    d = q.shape[-1]
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    hq = q.shape[-3] if q.dim() >= 3 else 1
+    hk = k.shape[-3] if k.dim() >= 3 else 1
+    sq, sk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+
+    mask4 = None
+    if attn_mask is not None:
+        m = attn_mask
+        if m.dtype == torch.bool:
+            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill_(~m, float("-inf"))
+        else:
+            m = m.float()
+        mask4 = _as4d(m.expand(*q.shape[:-1], sk))
+
+    q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
+    out = torch.empty(*q.shape[:-1], dv, dtype=q.dtype, device=q.device)
+    o4 = _as4d(out)
+    B, Hq, Sq, D = q4.shape
+    Hk = k4.shape[1]
+    n_tiles = math.ceil(sk / BLOCK_N)
+    device = _dev(q)
+
+    a = _HostArgs()
+    a.q, a.k, a.v, a.o = q4.data_ptr(), k4.data_ptr(), v4.data_ptr(), o4.data_ptr()
+    a.q_sb, a.q_sh, a.q_ss = q4.stride(0), q4.stride(1), q4.stride(2)
+    a.k_sb, a.k_sh, a.k_ss = k4.stride(0), k4.stride(1), k4.stride(2)
+    a.v_sb, a.v_sh, a.v_ss = v4.stride(0), v4.stride(1), v4.stride(2)
+    a.o_sb, a.o_sh, a.o_ss = o4.stride(0), o4.stride(1), o4.stride(2)
+    if mask4 is not None:
+        a.mask = mask4.data_ptr()
+        a.m_sb, a.m_sh, a.m_sq, a.m_sk = mask4.stride()
+    a.B, a.Hq, a.Hk, a.Sq, a.Sk, a.D = B, Hq, Hk, Sq, sk, D
+    a.causal, a.dtype, a.protect, a.n_tiles = int(bool(is_causal)), int(q.dtype == torch.float16), int(protect), n_tiles
+    a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
+    a.scale = scale
+    a.stream = torch.cuda.current_stream(device).cuda_stream
+
+    keep = [q4, k4, v4, o4, mask4]  # alive until the launch is queued
+    resolved, inj_log = [], None
+    before = None
+    if protect:
+        kc = torch.empty(B * Hk * n_tiles * 8 * D, dtype=q.dtype, device=device)
+        kn = torch.empty(B * Hk * n_tiles * 4, dtype=torch.float32, device=device)
+        vc = torch.empty(B * Hk * n_tiles * BLOCK_N * 8, dtype=q.dtype, device=device)
+        keep += [kc, kn, vc]
+        bufs = _buffers(device)
+        row = telemetry.counters(device)[site.id]
+        a.kc, a.kn, a.vc = kc.data_ptr(), kn.data_ptr(), vc.data_ptr()
+        a.kc_unscale, a.vc1_unscale, a.vc2_unscale = KC_UNSCALE[q.dtype], VC1_UNSCALE[q.dtype], VC2_UNSCALE[q.dtype]
+        e = e_max("gpu", q.dtype, "fp32_acc", n=max(sk, d)) * site.e_max_safety * efta.ATTN_SAFETY
+        a.c_gemm = C_GEMM
+        a.e_out = 2.0 * e * (site.c_sigma / 2.5) + (n_tiles + 16) * 2.0 ** -24 + REPR_OUT[q.dtype]
+        a.tol_agree = TOL_AGREE[q.dtype]
+        a.policy = POLICIES[site.policy]
+        a.counters = row.data_ptr()
+        a.alarms = bufs["alarms"].data_ptr()
+        a.dbg = bufs["debug"].data_ptr() if _debug else 0
+        a.nf_token = bufs["nf_token"].data_ptr()
+        a.call_id = next(_call_ids) % (2 ** 31 - 1) + 1
+        injections = injection.pending(site.id, site.name, injection.ATTENTION_STAGES)
+        if inj_rows is not None:
+            scratch = torch.empty(inj_rows.shape[0], 2, dtype=torch.float32, device=device)
+            keep += [inj_rows, scratch]
+            a.inj, a.n_inj, a.inj_log = inj_rows.data_ptr(), inj_rows.shape[0], scratch.data_ptr()
+        elif injections:
+            batch = tuple(q.shape[:-2])
+            resolved = resolve_injections(injections, batch, sq, sk, dv)
+            if len(resolved) > MAX_INJECTIONS:
+                raise ValueError(f"ftcompile attention kernel: at most {MAX_INJECTIONS} injected faults per call")
+            if resolved:
+                recs = _records(resolved, tuple(q.shape), device)
+                inj_log = torch.full((len(resolved), 2), float("nan"), dtype=torch.float32, device=device)
+                keep += [recs, inj_log]
+                a.inj, a.n_inj, a.inj_log = recs.data_ptr(), len(resolved), inj_log.data_ptr()
+        if site.policy == "raise":
+            before = row[telemetry.DETECTED].clone()
+
+    with torch.cuda.device(device):
+        lib = library(ablate)
+        rc = lib.efta_attention_prepass(ctypes.byref(a)) if prepass_only else lib.efta_attention_forward(ctypes.byref(a))
+    if rc != 0:
+        raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: "
+                           f"{'bad arguments' if rc == 200001 else 'CUDA error'})")
+    del keep
+    if inj_log is not None:  # events need the values: the one place this op synchronises
+        log = inj_log.cpu().tolist()
+        for (stage, t, idx, inj), (b4, a4) in zip(resolved, log):
+            inj.events.append(injection.Event(site.name, stage, idx, float(b4), float(a4)))
+    if before is not None and bool((telemetry.counters(device)[site.id][telemetry.DETECTED] > before).item()):
+        raise telemetry.FaultDetected(site.name, "a fault in attention")
+    return out
+
+
+def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:
+    """The op's CUDA implementation (registered with ftcompile.ops.cuda)."""
+    hq = q.shape[-3] if q.dim() >= 3 else 1
+    hk = k.shape[-3] if k.dim() >= 3 else 1
+    bad_scale = scale is not None and not (math.isfinite(float(scale)) and float(scale) > 0)
+    bad_mask = False
+    if attn_mask is not None:
+        try:
+            attn_mask.expand(*q.shape[:-1], k.shape[-2])
+        except RuntimeError:
+            bad_mask = True
+        bad_mask |= attn_mask.device != q.device or not (
+            attn_mask.dtype == torch.bool or attn_mask.is_floating_point())
+    if (hq != hk and not enable_gqa) or bad_scale or bad_mask:
+        return _reference(q, k, v, attn_mask, is_causal, scale, enable_gqa, site)
+    return attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True)
+
+
+cuda.register("attention", supports, kernel)

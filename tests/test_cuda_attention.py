@@ -1,0 +1,353 @@
+"""The EFTA attention CUDA kernel (csrc/attention) against the reference and PyTorch's SDPA.
+
+CPU part (always runs): the module imports without CUDA, registers itself, and resolves fault
+injections exactly as the reference does (same tile, same element, same generator draws).
+CUDA part (sm_90 GPU only): numerics by flash-attention's 2x rule against an fp64 reference, zero
+false alarms over realistic score distributions, every fault stage detected and corrected, policies,
+non-finite inputs, and a 32K-token call.
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ftcompile
+from ftcompile import FaultDetected, FaultSpec, inject
+from ftcompile.ops import cuda as cuda_registry
+from ftcompile.ops import cuda_attention as ca
+from conftest import site
+
+STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale"]
+
+
+def _stats(name):
+    return ftcompile.stats(name)[name]
+
+
+# ------------------------------------------------------------------------------------------- CPU
+def test_module_registers_and_explains_fallback_on_cpu():
+    assert cuda_registry._KERNELS["attention"][0] is ca.supports
+    q = torch.randn(1, 2, 8, 64)
+    assert not ca.supports(q, q, q)
+    assert "CUDA" in ca.fallback_reason(q, q, q)
+
+
+@pytest.mark.parametrize("spec", [
+    dict(stage="score", seed=3), dict(stage="exp", seed=5), dict(stage="rowmax", seed=7),
+    dict(stage="rowsum", seed=11), dict(stage="pv", seed=13), dict(stage="rescale", seed=17),
+    dict(stage="score", index=(1, 0, 5, 130), k_step=2), dict(stage="pv", count=2, seed=1),
+    dict(stage="exp", count=3, seed=2), dict(stage="rowsum", count=2, seed=4),
+    dict(stage="rescale", k_step=1, index=(0, 1, 3, 7)),
+])
+def test_injection_resolution_matches_reference(spec):
+    """The kernel wrapper corrupts the element the reference corrupts (CPU reference as oracle)."""
+    name = f"resolve-{spec['stage']}-{spec.get('seed')}-{spec.get('count', 1)}"
+    sid = site(name, "attention")
+    q, k, v = torch.randn(2, 2, 20, 16), torch.randn(2, 2, 150, 16), torch.randn(2, 2, 150, 16)
+    with inject(FaultSpec(site=name, **spec)) as inj:
+        torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    ref = [(e.stage, e.index) for e in inj.events]
+    with inject(FaultSpec(site=name, **spec)) as inj2:
+        pending = ftcompile.abft.injection.pending(sid, name, ftcompile.abft.injection.ATTENTION_STAGES)
+        ours = [(stage, idx) for stage, _, idx, _ in ca.resolve_injections(pending, (2, 2), 20, 150, 16)]
+    assert ours == ref and len(ref) >= 1
+
+
+def test_records_flatten_batch_dims():
+    resolved = [("pv", 1, (1, 2, 3, 17, 40), None)]
+    spec = FaultSpec(site=0, stage="pv", bit=30, fmt="fp32")
+    resolved = [(s, t, i, type("I", (), {"spec": spec})()) for s, t, i, _ in resolved]
+    rec = ca._records(resolved, (2, 3, 4, 33, 64), "cpu")[0].tolist()
+    assert rec[:8] == [ca.STAGE_IDS["pv"], 1, 1 * 3 + 2, 3, 17, 40, 1, 30]
+
+
+# ------------------------------------------------------------------------------------------ CUDA
+def _gpu_ok():
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        return False
+    return ca._library_ok()
+
+
+needs_gpu = pytest.mark.skipif(not _gpu_ok(), reason="needs an sm_90 GPU and the attention kernel library")
+DTYPES = [torch.bfloat16, torch.float16]
+DIMS = [64, 128]
+
+
+def _inputs(b, hq, hk, sq, sk, d, dtype, gen, q_scale=1.0, layout="bhsd"):
+    dev = "cuda"
+    if layout == "bshd":  # non-contiguous head-major views, as HF models hand them over
+        q = (torch.randn(b, sq, hq, d, generator=gen, device=dev) * q_scale).to(dtype).transpose(1, 2)
+        k = torch.randn(b, sk, hk, d, generator=gen, device=dev).to(dtype).transpose(1, 2)
+        v = torch.randn(b, sk, hk, d, generator=gen, device=dev).to(dtype).transpose(1, 2)
+        return q, k, v
+    q = (torch.randn(b, hq, sq, d, generator=gen, device=dev) * q_scale).to(dtype)
+    k = torch.randn(b, hk, sk, d, generator=gen, device=dev).to(dtype)
+    v = torch.randn(b, hk, sk, d, generator=gen, device=dev).to(dtype)
+    return q, k, v
+
+
+def _sdpa(q, k, v, mask, causal, scale, gqa, dtype=None):
+    """PyTorch SDPA with causal as an explicit top-left mask (the reference's and our convention; SDPA
+    backends have differed on it for Sq != Sk), in q's dtype or upcast to ``dtype``."""
+    if causal:
+        tril = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        mask = tril if mask is None else mask & tril
+    if dtype is not None:
+        q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+        mask = mask.to(dtype) if mask is not None and mask.is_floating_point() else mask
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+
+
+CASES = {
+    "plain": dict(),
+    "odd-lengths": dict(sq=77, sk=150),
+    "causal": dict(causal=True, sq=200, sk=200),
+    "causal-rect": dict(causal=True, sq=100, sk=300),
+    "bool-mask": dict(mask="bool"),
+    "float-mask": dict(mask="float"),
+    "gqa": dict(hq=4, hk=2),
+    "scale": dict(scale=0.05),
+    "3d": dict(three_d=True),
+    "strided": dict(layout="bshd"),
+}
+
+
+# (head dim, m16 tiles per warp): d=64 has both tilings, d=128 one
+TILINGS = [(64, 1), (64, 2), (128, 1)]
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matches_fp64_reference_by_the_2x_rule(case, d, mt, dtype, monkeypatch):
+    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+    c = CASES[case]
+    gen = torch.Generator(device="cuda").manual_seed(hash((case, d)) % 2 ** 31)
+    b, hq, hk = 2, c.get("hq", 4), c.get("hk", c.get("hq", 4))
+    sq, sk = c.get("sq", 130), c.get("sk", c.get("sq", 130) if c.get("causal") else 260)
+    q, k, v = _inputs(b, hq, hk, sq, sk, d, dtype, gen, layout=c.get("layout", "bhsd"))
+    mask = None
+    if c.get("mask") == "bool":
+        mask = torch.rand(b, 1, sq, sk, generator=gen, device="cuda") > 0.3
+    elif c.get("mask") == "float":
+        mask = torch.randn(sq, sk, generator=gen, device="cuda").to(dtype)
+        mask[5, ::3] = float("-inf")
+    if c.get("three_d"):
+        q, k, v = q[0], k[0], v[0]
+    causal, scale, gqa = c.get("causal", False), c.get("scale"), hq != hk
+    name = f"num-{case}-{d}-{mt}-{dtype}"
+    sid = site(name, "attention")
+    ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64)
+    torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double() - ref).abs().max()
+    out = torch.ops.ftcompile.attention(q, k, v, mask, causal, scale, gqa, sid)
+    plain = ca.attention(q, k, v, mask, causal, scale, gqa, protect=False)
+    assert out.shape == ref.shape and out.dtype == dtype
+    for o in (out, plain):
+        assert torch.isfinite(o).all()
+        assert (o.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    assert (out.float() - plain.float()).abs().max() <= 2 * torch_err  # same kernel, protection off
+    s = _stats(name)
+    assert s["checks"] == 1 and s["detected"] == 0 and s["nonfinite_inputs"] == 0
+
+
+@needs_gpu
+def test_fully_masked_rows_give_zero_like_sdpa():
+    sid = site("cuda-masked-rows", "attention")
+    q, k, v = (torch.randn(1, 2, 70, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    mask = torch.ones(70, 70, dtype=torch.bool, device="cuda")
+    mask[2] = False
+    mask[40:] = False
+    out = torch.ops.ftcompile.attention(q, k, v, mask, False, None, False, sid)
+    assert (out[:, :, 2] == 0).all() and (out[:, :, 40:] == 0).all()
+    ref = _sdpa(q[:, :, :40], k, v, mask[:40], False, None, False, torch.float64)
+    assert (out[:, :, :40].double() - ref).abs().max() < 2e-2
+    assert _stats("cuda-masked-rows")["detected"] == 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("d", DIMS)
+def test_no_false_alarms_over_realistic_distributions(d):
+    """Peaked and flat rows, shifted keys, masked keys and rows, causal, long rows: nothing counted,
+    and no alarm confirmed as a fault by recomputation."""
+    name = f"cuda-clean-{d}"
+    sid = site(name, "attention")
+    ca.reset_diagnostics()
+    tiles = 0
+    for trial in range(24):
+        gen = torch.Generator(device="cuda").manual_seed(1000 + trial)
+        dtype = DTYPES[trial % 2]
+        q_scale = [0.05, 1.0, 4.0, 12.0][trial % 4]
+        sq, sk = [(128, 128), (300, 1100), (64, 2048), (513, 513)][(trial // 4) % 4]
+        q, k, v = _inputs(1, 4, 4, sq, sk, d, dtype, gen, q_scale=q_scale)
+        k = k + (1.5 if trial % 3 == 0 else 0.0)  # keys with a common component: peaked, shifted rows
+        mask = None
+        if trial % 6 == 5:
+            mask = torch.rand(sq, sk, generator=gen, device="cuda") > 0.2
+            mask[::17] = False
+        causal = trial % 6 == 4 and sq == sk
+        torch.ops.ftcompile.attention(q, k, v, mask, causal, None, False, sid)
+        tiles += 4 * math.ceil(sq / 64) * math.ceil(sk / 64)
+    s = _stats(name)
+    assert s["checks"] == 24 and s["detected"] == 0 and s["uncorrectable"] == 0
+    alarms = ca.alarm_counts()
+    assert alarms["tile_faults"] == 0 and alarms["final_alarms"] == 0 and alarms["rowsum_alarms"] == 0
+    print(f"d={d}: {alarms['tile_alarms']} tile alarms (recomputed, none confirmed) over ~{tiles} warp tiles")
+
+
+FAULT_INDEX = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 30),
+               "rowsum": (1, 2, 30), "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9)}
+
+
+@needs_gpu
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fault_each_stage_detected_and_corrected(stage, d, mt, dtype, monkeypatch):
+    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+    name = f"cuda-fault-{stage}-{d}-{mt}-{dtype}"
+    sid = site(name, "attention")
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = _inputs(2, 3, 3, 40, 150, d, dtype, gen)
+    clean = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    spec = FaultSpec(site=name, stage=stage, index=FAULT_INDEX[stage], value=2.5,
+                     k_step=0 if stage != "rescale" else 1)
+    with inject(spec) as inj:
+        out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    assert len(inj.events) == 1 and inj.events[0].after != inj.events[0].before
+    assert inj.events[0].index == FAULT_INDEX[stage]  # tile 0 (1 for rescale): local key = global key
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    torch.testing.assert_close(out, clean, rtol=ulp, atol=1e-5)
+    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
+                            "nonfinite_inputs": 0}
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("fault", [dict(value=10.0), dict(bit=30, fmt="fp32"), dict(bit=27, fmt="fp32"),
+                                   dict(bit=14, fmt="bf16")])
+def test_random_faults_detected_and_corrected(d, mt, fault, monkeypatch):
+    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+    """Drawn tile and element (the reference's generator), value and bit-flip faults, every stage."""
+    dtype = torch.bfloat16
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = _inputs(1, 4, 4, 200, 330, d, dtype, gen)
+    for stage in STAGES:
+        for seed in range(3):
+            name = f"cuda-rand-{d}-{mt}-{stage}-{seed}-{fault.get('bit')}"
+            sid = site(name, "attention")
+            clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+            with inject(FaultSpec(site=name, stage=stage, seed=seed, **fault)) as inj:
+                out = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+            ev = inj.events[0]
+            s = _stats(name)
+            # a flip that leaves the value (numerically) unchanged is not a fault to find
+            if ev.after == ev.before or (math.isfinite(ev.after) and abs(ev.after - ev.before) < 1e-3 * (1 + abs(ev.before))):
+                assert s["uncorrectable"] == 0
+                continue
+            assert s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0, (stage, seed, ev, s)
+            torch.testing.assert_close(out, clean, rtol=2.0 ** -7, atol=1e-4)
+
+
+@needs_gpu
+def test_two_faults_in_one_output_row_are_uncorrectable_and_recompute_repairs():
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    q, k, v = _inputs(1, 2, 2, 64, 200, 64, torch.bfloat16, gen)
+    sid = site("cuda-multi", "attention")
+    clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    with inject(FaultSpec(site="cuda-multi", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
+        y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    s = _stats("cuda-multi")
+    assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
+    assert not torch.allclose(y, clean)
+    rid = site("cuda-multi-re", "attention", policy="recompute")
+    with inject(FaultSpec(site="cuda-multi-re", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
+        y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, rid)
+    torch.testing.assert_close(y, clean, rtol=0, atol=0)
+    assert _stats("cuda-multi-re")["uncorrectable"] >= 1
+
+
+@needs_gpu
+def test_two_score_faults_in_one_group_are_repaired_by_recomputation():
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    q, k, v = _inputs(1, 2, 2, 64, 200, 64, torch.float16, gen)
+    sid = site("cuda-multi-score", "attention")
+    clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    with inject(FaultSpec(site="cuda-multi-score", stage="score", index=(0, 1, 9, 70), k_step=1,
+                          value=3.0, count=2)):
+        y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    torch.testing.assert_close(y, clean, rtol=0, atol=0)  # the tile was recomputed
+    assert _stats("cuda-multi-score")["detected"] == 1
+
+
+@needs_gpu
+def test_policies_detect_and_raise():
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = _inputs(1, 2, 2, 64, 128, 64, torch.bfloat16, gen)
+    sid = site("cuda-detect", "attention", policy="detect")
+    clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    with inject(FaultSpec(site="cuda-detect", stage="pv", index=(0, 1, 3, 7), k_step=1, value=8.0)):
+        y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    assert _stats("cuda-detect")["detected"] == 1 and _stats("cuda-detect")["corrected"] == 0
+    assert (y - clean)[0, 1, 3, 7].abs() > 0.1
+    rid = site("enc.layer.0.attention", "attention", policy="raise")
+    with inject(FaultSpec(site=rid, stage="pv", value=5.0)):
+        with pytest.raises(FaultDetected, match="enc.layer.0.attention"):
+            torch.ops.ftcompile.attention(q, k, v, None, False, None, False, rid)
+
+
+@needs_gpu
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+def test_nonfinite_inputs_are_reported_as_inputs_not_faults(where):
+    name = f"cuda-nonfinite-{where}"
+    sid = site(name, "attention")
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    q, k, v = _inputs(1, 2, 2, 70, 90, 64, torch.bfloat16, gen)
+    {"q": q, "k": k, "v": v}[where][0, 1, 5, 3] = float("inf")
+    torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    s = _stats(name)
+    assert s["nonfinite_inputs"] == 1 and s["detected"] == 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,heads", [(64, 16), (128, 32)])
+def test_32k_tokens_fit(d, heads):
+    sid = site(f"cuda-32k-{d}", "attention")
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = _inputs(1, heads, heads, 32768, 32768, d, torch.bfloat16, gen)
+    out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    assert torch.isfinite(out).all()
+    # the last 64 query rows (causal: row i sees keys 0..i), two heads, in fp64
+    rows = torch.arange(32768 - 64, 32768, device="cuda")[:, None]
+    keep = torch.arange(32768, device="cuda")[None, :] <= rows
+    ref = _sdpa(q[:, :2, -64:], k[:, :2], v[:, :2], keep, False, None, False, torch.float64)
+    assert (out[:, :2, -64:].double() - ref).abs().max() < 2e-2
+    assert _stats(f"cuda-32k-{d}")["detected"] == 0
+
+
+@needs_gpu
+def test_opcheck_on_cuda():
+    sid = site("cuda-opcheck", "attention")
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    q, k, v = _inputs(1, 2, 2, 40, 70, 64, torch.bfloat16, gen)
+    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, True, None, False, sid))
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("value", [1e38, 3e38, -3e38])
+def test_huge_score_fault_is_not_hidden_by_overflow(d, mt, value, monkeypatch):
+    """A score made huge (an exponent-bit flip) overflows 16*m in the unified check's tolerance; the
+    check must still fire (it once passed such a fault and the row silently became one-hot)."""
+    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+    name = f"cuda-huge-{d}-{mt}-{value}"
+    sid = site(name, "attention")
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    q, k, v = _inputs(1, 2, 2, 200, 256, d, torch.bfloat16, gen)
+    clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    with inject(FaultSpec(site=name, stage="score", index=(0, 1, 150, 69), k_step=1, value=value)):
+        out = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+    torch.testing.assert_close(out, clean, rtol=0, atol=0)
+    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
+                            "nonfinite_inputs": 0}
