@@ -11,6 +11,8 @@ from typing import Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
+from .timing import time_ms
+
 T = 1e12
 G = 1e9
 
@@ -104,11 +106,11 @@ def measure(device_index: int = 0) -> DeviceSpec:
     n = 256 * 1024 * 1024
     src = torch.empty(n, dtype=torch.uint8, device=dev).random_()
     dst = torch.empty_like(src)
-    bw = 2 * n / _time(lambda: dst.copy_(src))
+    bw = 2 * n / (time_ms(lambda: dst.copy_(src), dev, 10) / 1e3)
     flops = {}
     for key, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
         a = torch.randn(8192, 8192, device=dev, dtype=dtype)
-        flops[key] = 2 * 8192 ** 3 / _time(lambda: a @ a)
+        flops[key] = 2 * 8192 ** 3 / (time_ms(lambda: a @ a, dev, 10) / 1e3)
     flops["tf32"] = flops["fp32"]
     base = for_cuda_name(torch.cuda.get_device_name(dev)).name if _known(dev) else "gpu"
     return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True)
@@ -120,18 +122,6 @@ def _known(dev) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _time(fn, reps: int = 10) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3 / reps
 
 
 def resolve(device: Union[None, str, DeviceSpec], tensor_device: Optional[torch.device]) -> DeviceSpec:

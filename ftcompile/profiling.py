@@ -9,44 +9,15 @@ reference algorithm is what gets timed.
 from __future__ import annotations
 
 import functools
-import time
 from typing import Dict, Tuple
 
 import torch
 import torch.nn.functional as F
 
 from . import telemetry
+from .timing import time_ms
 
 _PROFILE_SITE = "<profile>"
-
-
-def _timer(device: torch.device):
-    if device.type == "cuda":
-        def run(fn, reps):
-            # Replay a CUDA graph where the op can be captured (the kernels can; the reference,
-            # which syncs to correct, cannot): small shapes are otherwise launch-bound.
-            try:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    fn()
-                call = graph.replay
-            except RuntimeError:
-                torch.cuda.synchronize()
-                call = fn
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                call()
-            end.record()
-            torch.cuda.synchronize()
-            return start.elapsed_time(end) / reps
-    else:
-        def run(fn, reps):
-            begin = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            return (time.perf_counter() - begin) * 1e3 / reps
-    return run
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,14 +38,12 @@ def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: 
         "global": lambda: torch.ops.ftcompile.linear_global(x, w, b, site),
         "thread": lambda: torch.ops.ftcompile.linear_thread(x, w, b, site),
     }
-    run = _timer(dev)
     out = {}
     for name, fn in candidates.items():
         with torch.no_grad():
-            fn()  # warm-up: builds kernels, caches weight checksums
-            once = max(run(fn, 1), 1e-3)
+            once = max(time_ms(fn, dev, 1), 1e-3)  # its warm-up builds kernels, caches checksums
             reps = int(min(max(20.0 / once, 3), 200))  # about 20 ms of work per measurement
-            out[name] = run(fn, reps)
+            out[name] = time_ms(fn, dev, reps, graph=True)
     return out
 
 
