@@ -20,6 +20,7 @@ import argparse
 import datetime
 import json
 import platform
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -37,7 +38,8 @@ __all__ = ["run_fpr_campaign", "run_op_campaign", "run_offline_detection", "run_
 
 def _env() -> Dict:
     from .calibrate import device_name
-    return {"device": device_name(torch.device("cpu")), "torch": torch.__version__,
+    return {"command": " ".join(sys.argv), "device": device_name(torch.device("cpu")),
+            "torch": torch.__version__,
             "threads": torch.get_num_threads(), "python": platform.python_version(),
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 
@@ -140,8 +142,10 @@ def detect_markdown(res: Dict) -> str:
         worst = max((r["max_missed_error"] for r in run["summary"]), default=0.0)
         rel = max((r.get("max_missed_rel_error", float("nan")) for r in run["summary"]),
                   default=0.0)
+        mis = max((r.get("max_miscorrected_error", 0.0) for r in run["summary"]), default=0.0)
         out_rows.append([run["dist"], tot["trials"], tot["masked"], tot["corrected"], tot["detected"],
-                         tot["missed"], f"{worst:.3g} ({rel:.2g})", tot["miscorrected"],
+                         tot["missed"], f"{worst:.3g}" + ("" if rel != rel else f" ({rel:.2g})"),
+                         str(tot["miscorrected"]) + (f" (max error {mis:.2g})" if mis else ""),
                          f"{run['clean_runs']['false_alarm']}/{sum(run['clean_runs'].values())}"])
     parts.append("\n## Outcomes (all bits)\n\n" + tabulate(
         out_rows, ["distribution", "trials", "masked", "detected+corrected", "detected only",
@@ -220,11 +224,13 @@ def render(path: Path) -> List[Path]:
     made = []
     if kind == "fpr":
         stem.with_suffix(".md").write_text(fpr_markdown(res))
-        made.append(plots.false_alarm_margins(res["configs"], f"{stem}.png"))
+        if any(c.get("worst_E_over_T") is not None for c in res["configs"]):
+            made.append(plots.false_alarm_margins(res["configs"], f"{stem}.png"))
     elif kind == "detect":
         stem.with_suffix(".md").write_text(detect_markdown(res))
         title = (f"{res['op']} {res['dtype']} {'x'.join(map(str, res['shape']))}: {res['fmt']} bit "
-                 f"flips in stage {', '.join(res['stages'])}")
+                 f"flips in stage {', '.join(res['stages'])}"
+                 + (f", {res['count']} per check group" if res.get("count", 1) > 1 else ""))
         made.append(plots.detection_by_bit(res["runs"], f"{stem}.png", title,
                                            res.get("offline", ())))
         if len(res["stages"]) > 1:

@@ -202,5 +202,8 @@ def false_alarm_margins(results: Sequence[Dict], path, title: str = "") -> Path:
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("max |E| / T over all clean rows")
     ax.set_ylim(0, 1.15)
-    ax.set_title(title or "False-alarm margin of clean GEMMs (linear_global)")
+    total = sum(r["trials"] for r in rows)
+    alarms = sum(r["false_alarm_rows"] for r in rows)
+    ax.set_title(title or f"Closest call per configuration of clean GEMMs (linear_global): "
+                          f"{total} GEMMs, {alarms} false alarms")
     return _save(fig, path)

@@ -84,7 +84,7 @@ def gemm_verification(x: torch.Tensor, w: torch.Tensor, e: Optional[float] = Non
     (E: fp32 row sum of the accumulator, or of the rounded output for path "rounded", minus
     x times the fp64-summed weight checksum; T: its V-ABFT threshold). x [B, M, K], w [B, N, K]."""
     n, k = w.shape[-2], w.shape[-1]
-    enc = gemm.weight_checksums(w)
+    enc = gemm.weight_checksums(w, cache=False)  # fresh matrices: nothing to reuse
     checks = x.float() @ enc.sums.transpose(-1, -2)
     acc = x.float() @ w.float().transpose(-1, -2)
     if path == "rounded":
@@ -225,7 +225,9 @@ def summarize(records: List[Dict]) -> List[Dict]:
                     "max_missed_error": max((r["error"] for r in rs
                                              if r["outcome"] == "missed"), default=0.0),
                     "max_missed_rel_error": max((r.get("rel_error", 0.0) for r in rs
-                                                 if r["outcome"] == "missed"), default=0.0)})
+                                                 if r["outcome"] == "missed"), default=0.0),
+                    "max_miscorrected_error": max((r["error"] for r in rs
+                                                   if r["outcome"] == "miscorrected"), default=0.0)})
     return out
 
 
