@@ -23,7 +23,6 @@ import torch.nn.functional as F
 
 import ftcompile
 from ftcompile import FaultSpec
-from ftcompile.abft import injection
 from ftcompile.ops import cuda_attention as ca
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}

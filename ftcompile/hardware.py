@@ -6,7 +6,7 @@ A GPU that is not in the table is an error that names the override, never a sile
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple, Union
 
 import torch

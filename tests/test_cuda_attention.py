@@ -48,7 +48,7 @@ def test_injection_resolution_matches_reference(spec):
     with inject(FaultSpec(site=name, **spec)) as inj:
         torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
     ref = [(e.stage, e.index) for e in inj.events]
-    with inject(FaultSpec(site=name, **spec)) as inj2:
+    with inject(FaultSpec(site=name, **spec)):
         pending = ftcompile.abft.injection.pending(sid, name, ftcompile.abft.injection.ATTENTION_STAGES)
         ours = [(stage, idx) for stage, _, idx, _ in ca.resolve_injections(pending, (2, 2), 20, 150, 16)]
     assert ours == ref and len(ref) >= 1

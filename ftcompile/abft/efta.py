@@ -33,7 +33,7 @@ import torch
 
 from . import checksum, injection
 from .gemm import Outcome
-from .thresholds import BStats, b_stats, e_max, extrema_variance, vabft_from_stats
+from .thresholds import b_stats, e_max, extrema_variance, vabft_from_stats
 
 BC = 64  # keys per tile
 DEAD = -80.0  # exp arguments below this count as zero probability (e^-80 ~ 1.8e-35)
@@ -356,7 +356,7 @@ def _check_output(o, oc, t_out, counts, policy, site_name, fresh_row=None):
 
 def _recompute_row(q32, k32, v32, bias, keep, scale, width, rows):
     """One query row of plain attention in fp32, zero-padded to ``width``: rows = (*batch, i)."""
-    bh, i = rows[:-1], rows[-1]
+    bh = rows[:-1]
     st = torch.where(keep[rows], k32[bh] @ q32[rows] * scale + bias[rows],
                      torch.full_like(bias[rows], float("-inf")))
     if not bool(keep[rows].any()):

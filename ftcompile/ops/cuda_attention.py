@@ -327,8 +327,6 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         raise ValueError("ftcompile attention kernel: a protected call needs a site")
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    hq = q.shape[-3] if q.dim() >= 3 else 1
-    hk = k.shape[-3] if k.dim() >= 3 else 1
     sq, sk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
 
     mask4 = None

@@ -439,36 +439,6 @@ def _linear_thread(x, weight, bias, site):
     return run("linear_thread", x, weight, bias, site)
 
 
-# ----------------------------------------------------------------------------- profiling
-def profile_schemes(x_shape, weight: torch.Tensor, dtype: torch.dtype = None, *, reps: int = 20,
-                    bias: Optional[torch.Tensor] = None) -> Dict[str, float]:
-    """Median ms per call of each protected scheme (and of the unprotected F.linear, "none") for
-    inputs of ``x_shape``: what selection="profile" picks from. Counts go to a private site."""
-    dtype = dtype or weight.dtype
-    w = weight.to(dtype)
-    x = torch.randn(*x_shape, dtype=dtype, device=weight.device)
-    sid = telemetry.register("ftcompile.profile", "linear", "profile", "detect", 2.5, 1.0)
-    site = telemetry.site(sid)
-    out: Dict[str, float] = {}
-    candidates = {"none": lambda: torch.nn.functional.linear(x, w, bias)}
-    for scheme in ("linear_global", "linear_thread"):
-        if fallback_reason(scheme, x, w, bias) is None:
-            candidates[scheme.split("_")[1]] = (lambda s=scheme: run(s, x, w, bias, site, inject=False))
-    for name, fn in candidates.items():
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e))
-        out[name] = sorted(times)[len(times) // 2]
-    return out
-
-
 # ----------------------------------------------------------------------------- registration
 if torch.cuda.is_available():
     lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs

@@ -13,7 +13,6 @@ for the op in :mod:`ftcompile.ops.cuda` and accepts the call.
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
