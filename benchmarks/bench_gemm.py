@@ -15,7 +15,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ import ftcompile  # noqa: E402
 from ftcompile import FaultSpec, telemetry  # noqa: E402
 from ftcompile.abft import injection  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
+from ftcompile.timing import median_ms  # noqa: E402
 
 L2_BYTES = 60 << 20
 GPT2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]  # (K, N) of attn c_attn, c_proj, mlp
@@ -37,18 +37,7 @@ LLAMA8 = [(4096, 1024), (4096, 14336), (14336, 4096)]
 
 def dev_time_ms(fn, reps: int = 15) -> float:
     """Median ms of one replay of fn (already a graph replay or an eager callable)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    return median_ms(fn, reps)
 
 
 def graph_time(call, sets) -> float:

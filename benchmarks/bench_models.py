@@ -14,6 +14,8 @@ import time
 
 import torch
 
+from ftcompile.timing import median_ms
+
 CONFIGS = {
     # name: (builder, dtype, batch, seq)
     "gpt2-small fp16 8x512": ("gpt2", torch.float16, 8, 512),
@@ -34,21 +36,6 @@ def build(kind: str):
         num_key_value_heads=8, vocab_size=32000, attn_implementation="sdpa"))
 
 
-def time_ms(fn, reps: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="benchmarks/results")
@@ -65,20 +52,20 @@ def main() -> None:
         ids = torch.randint(0, 1000, (batch, seq), device="cuda")
         row = {"model": name}
         with torch.no_grad():
-            row["eager_ms"] = time_ms(lambda: model(ids))
+            row["eager_ms"] = median_ms(lambda: model(ids))
             torch._dynamo.reset()
             t0 = time.time()
             ind = torch.compile(model)
             ind(ids)
             row["inductor_compile_s"] = time.time() - t0
-            row["inductor_ms"] = time_ms(lambda: ind(ids))
+            row["inductor_ms"] = median_ms(lambda: ind(ids))
             torch._dynamo.reset()
             ftcompile.reset_stats()  # alarms are counted per model
             t0 = time.time()
             ft = torch.compile(model, backend="ft")
             out = ft(ids)
             row["ft_compile_s"] = time.time() - t0
-            row["ft_ms"] = time_ms(lambda: ft(ids))
+            row["ft_ms"] = median_ms(lambda: ft(ids))
             ref = ind(ids)
             first = lambda o: o[0] if isinstance(o, tuple) else (o.logits if hasattr(o, "logits") else o.last_hidden_state)
             row["max_abs_diff_vs_inductor"] = (first(out).float() - first(ref).float()).abs().max().item()

@@ -11,7 +11,7 @@ from typing import Any, Callable, List, Optional
 import torch
 from torch.fx import GraphModule
 
-from . import hardware, ops  # noqa: F401  (ops registers torch.ops.ftcompile.*)
+from . import hardware, ops, telemetry  # noqa: F401  (ops registers torch.ops.ftcompile.*)
 from .abft import gemm
 from .config import FTConfig
 from .report import SiteRecord
@@ -42,12 +42,13 @@ def rewrite(gm: GraphModule, example_inputs, config: FTConfig) -> GraphModule:
     """Run every pass over the graph; returns the rewritten graph module."""
     from ftcompile.passes import PASSES, PassContext
 
-    spec = hardware.resolve(config.device, _device_of(example_inputs))
+    device = _device_of(example_inputs)
+    spec = hardware.resolve(config.device, device)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     values = {n.name: v for n, v in zip(placeholders, example_inputs)}
     _graph_counter[0] += 1
     ctx = PassContext(config=config, spec=spec, graph_index=_graph_counter[0], values=values,
-                      device=_device_of(example_inputs) or torch.device("cpu"))
+                      device=device or torch.device("cpu"))
     for _, run in PASSES:
         gm = run(gm, ctx)
         gm.graph.lint()
@@ -60,9 +61,11 @@ def rewrite(gm: GraphModule, example_inputs, config: FTConfig) -> GraphModule:
 
 
 def _precompute_weight_checksums(gm: GraphModule, values) -> None:
-    """Offline encoding: checksum every global-ABFT weight now, at compile time."""
+    """Offline encoding: checksum every global-ABFT parameter now, at compile time (weights
+    computed in the graph are encoded per call and never cached)."""
     for node in gm.graph.nodes:
-        if node.target is torch.ops.ftcompile.linear_global.default:
+        if (node.target is torch.ops.ftcompile.linear_global.default
+                and telemetry.site(node.args[3]).static_weight):
             w, transposed = node.args[1], node.args[4]
             real = values.get(w.name) if w.op == "placeholder" else None
             if isinstance(real, torch.Tensor) and not isinstance(real, torch._subclasses.FakeTensor):

@@ -1,7 +1,9 @@
 """Timing of a callable on its device: CUDA events on a GPU (optionally replaying a CUDA graph,
-so small ops are not launch-bound), a host clock elsewhere. Mean ms per call after warm-up."""
+so small ops are not launch-bound), a host clock elsewhere. ``time_ms``: mean ms per call after
+warm-up (profile selection); ``median_ms``: median of single timed calls (benchmark tables)."""
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Callable
 
@@ -34,3 +36,19 @@ def time_ms(fn: Callable[[], object], device: torch.device, reps: int, warmup: i
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / reps
+
+
+def median_ms(fn: Callable[[], object], reps: int = 20, warmup: int = 3) -> float:
+    """Median of ``reps`` single CUDA-event-timed calls of fn (a GPU callable)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)

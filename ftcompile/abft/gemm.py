@@ -241,13 +241,13 @@ def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     if bias is not None:
         checks = checks + checksum.encode(bias.float()[:, None]).squeeze(-1)
     mu_a, var_a = extrema_variance(x3, -1)
-    threshold = vabft_from_stats(mu_a, var_a, n, enc.stats, _e(x, n, k, e_max_safety), c_sigma)
+    e = _e(x, n, k, e_max_safety)
+    threshold = vabft_from_stats(mu_a, var_a, n, enc.stats, e, c_sigma)
     if bias is not None:
-        threshold = threshold + _e(x, n, k, e_max_safety) * bias.float().abs().sum()
+        threshold = threshold + e * bias.float().abs().sum()
     valid = row_finite & enc.finite
     outcome = _finish(acc, lambda a: a[:, :, None, :], lambda g, p: p, checks[:, :, None, :],
-                      threshold[:, :, None], valid, x3, w3, bias, policy,
-                      _e(x, n, k, e_max_safety))
+                      threshold[:, :, None], valid, x3, w3, bias, policy, e)
     outcome.nonfinite_inputs = (~valid).any().long()
     return _output(acc, x, n), outcome
 
