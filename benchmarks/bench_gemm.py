@@ -87,7 +87,7 @@ class Runner:
         self.log = torch.zeros(cuda_gemm.MAX_INJ, 2, device="cuda")
         self.g = torch.Generator().manual_seed(0)
 
-    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None):
+    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None):
         if name == "cublas":
             return lambda x, w, b: F.linear(x, w, b)
         cluster = 2 if name.endswith("_mc") else None
@@ -102,7 +102,7 @@ class Runner:
                         int(torch.randint(0, n, (1,), generator=self.g)))
                 plan = [(self.inj, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
-                                 split=split, mtile=mtile, nbox=nbox, stages=stages, plan=plan,
+                                 split=split, mtile=mtile, nbox=nbox, stages=stages, wm=wm, plan=plan,
                                  log=self.log, cluster=cluster)
         return call
 
@@ -150,7 +150,7 @@ def smoke():
     ok = True
     for scheme in ("linear_global", "linear_thread"):
         for dtype in (torch.bfloat16, torch.float16):
-            for (m, n, k) in [(1, 64, 64), (37, 200, 136), (300, 520, 1024)]:
+            for (m, n, k) in [(1, 64, 64), (37, 200, 136), (300, 520, 1024), (100, 264, 512), (3, 70, 13)]:
                 x = torch.randn(m, k, device="cuda", dtype=dtype)
                 w = torch.randn(n, k, device="cuda", dtype=dtype) * k ** -0.5
                 b = torch.randn(n, device="cuda", dtype=dtype)
@@ -216,6 +216,7 @@ def profile():
     runner = Runner()
     mc = os.environ.get("FTG_MC") == "1"
     for (m, n, k), scheme in (((1, 4096, 4096), "linear_thread"), ((16, 11008, 4096), "linear_thread"),
+                              ((1, 4096, 11008), "linear_thread"), ((1, 768, 768), "linear_thread"),
                               ((4096, 4096, 4096), "linear_global"), ((8192, 768, 3072), "linear_global")):
         x, w, b = make_sets(m, n, k, torch.bfloat16, budget=1)[0]
         names = ("off", "on") + (("off_mc", "on_mc") if mc and scheme == "linear_global" else ())
@@ -230,6 +231,10 @@ def main():
     ap.add_argument("--diag", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
+    ap.add_argument("--parts", default="global,thread,square,sweep",
+                    help="comma list of: global, thread, square, sweep")
+    ap.add_argument("--sweep-shapes", default=None,
+                    help="MxNxK,... for the thread configuration sweep (default: LLM shapes)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -261,7 +266,8 @@ def main():
     if mc:
         gvars += [(f"{v}_mc", "linear_global", f"{v}_mc", {}) for v in ("off", "on", "fault")]
     glines = []
-    for dtype in (bf16, fp16):
+    parts = set(args.parts.split(","))
+    for dtype in ((bf16, fp16) if "global" in parts else ()):
         for shape in (gshapes if dtype == bf16 else gshapes[:3]):
             r = bench_shape(runner, shape, dtype, gvars, copy, rows)
             m, n, k = shape
@@ -292,7 +298,7 @@ def main():
              ("on", "linear_thread", "on", {}), ("fault", "linear_thread", "fault", {}),
              ("global_on", "linear_global", "on", {})]
     tlines, cross = [], []
-    for (k, n) in tshapes:
+    for (k, n) in (tshapes if "thread" in parts else ()):
         for m in mlist:
             shape = (m, n, k)
             r = bench_shape(runner, shape, bf16, tvars, copy, rows)
@@ -317,7 +323,8 @@ def main():
 
     # ---- square sizes (the paper's Figure 12 sweep) for the crossover
     slines = []
-    for s in ([32, 64, 128, 256, 512, 1024, 2048] if not args.quick else [64, 512, 2048]):
+    for s in (([32, 64, 128, 256, 512, 1024, 2048] if not args.quick else [64, 512, 2048])
+              if "square" in parts else ()):
         r = bench_shape(runner, (s, s, s), bf16, tvars, copy, rows)
         nbytes = (3 * s * s + s) * 2
         ai = 2 * s ** 3 / nbytes
@@ -337,34 +344,44 @@ def main():
     # ---- thread kernel configuration sweep: k-boxes per stage x ring depth x cluster split
     sweep = []
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for (m, n, k) in ([(1, 4096, 4096), (16, 11008, 4096), (1, 4096, 11008), (16, 768, 3072), (64, 4096, 4096)]
-                      if not args.quick else [(1, 4096, 4096)]):
+    sweep_shapes = ([tuple(int(v) for v in s.split("x")) for s in args.sweep_shapes.split(",")]
+                    if args.sweep_shapes else
+                    [(1, 4096, 4096), (16, 11008, 4096), (1, 4096, 11008), (16, 768, 3072), (64, 4096, 4096),
+                     (64, 11008, 4096), (128, 11008, 4096)] if not args.quick else [(1, 4096, 4096)])
+    for (m, n, k) in (sweep_shapes if "sweep" in parts else ()):
         sets = make_sets(m, n, k, bf16)
-        auto = cuda_gemm.thread_config(m, n, k, 1, sms)
+        _, a_wm, a_sp, a_nbox, a_ns = cuda_gemm.thread_config(m, n, k, 1, sms)
         best = None
-        for nbox, stages in ((1, 8), (2, 8)):
-            for sp in (1, 2, 4, 8):
-                for variant in ("off", "on"):
+        wms = [1] if m <= 16 else [1, 2, 4] if m <= 64 else [2, 4]
+        for wm in wms:
+            for nbox, stages in ((1, 8), (2, 8), (1, 4), (2, 4)):
+                for sp in (1, 2, 3, 4, 8):
+                    if sp > 1 and math.ceil(k / (64 * nbox)) < sp:
+                        continue
+                    if stages % (4 // wm) or (wm == 4 and nbox == 2 and stages == 8):
+                        continue
                     try:
-                        ms = graph_time(runner.variant(variant, "linear_thread", split=sp, nbox=nbox,
-                                                       stages=stages), sets)
+                        ms = graph_time(runner.variant("on", "linear_thread", split=sp, nbox=nbox,
+                                                       stages=stages, wm=wm), sets)
                     except Exception as exc:
-                        print(f"  sweep {m}x{n}x{k} nbox={nbox} ns={stages} split={sp}: {type(exc).__name__} {exc}")
+                        print(f"  sweep {m}x{n}x{k} wm={wm} nbox={nbox} ns={stages} split={sp}: "
+                              f"{type(exc).__name__} {exc}")
                         torch.cuda.synchronize()
                         continue
-                    rows.append({**record((m, n, k), bf16, f"thread_{variant}_b{nbox}_s{stages}_k{sp}", ms, copy)})
-                    if variant == "on" and (best is None or ms < best[0]):
-                        best = (ms, nbox, stages, sp)
+                    rows.append({**record((m, n, k), bf16, f"thread_on_w{wm}_b{nbox}_s{stages}_k{sp}", ms, copy)})
+                    if best is None or ms < best[0]:
+                        best = (ms, nbox, stages, sp, wm)
         nbytes = (m * k + n * k + m * n + n) * 2
-        sweep.append([f"{m}x{n}x{k}", f"b{auto[2]} s{auto[3]} k{auto[1]}",
-                      f"b{best[1]} s{best[2]} k{best[3]}" if best else "-",
+        auto_ms = graph_time(runner.variant("on", "linear_thread"), sets)
+        sweep.append([f"{m}x{n}x{k}", f"w{a_wm} b{a_nbox} s{a_ns} k{a_sp}", f"{auto_ms * 1000:.1f}",
+                      f"w{best[4]} b{best[1]} s{best[2]} k{best[3]}" if best else "-",
                       f"{best[0] * 1000:.1f}" if best else "-",
                       f"{100 * nbytes / best[0] / 1e6 / copy:.0f}%" if best else "-"])
         print(" | ".join(sweep[-1]), flush=True)
         del sets
-    md.append(fmt_table("Thread kernel configurations (protected; b = 64-wide k-boxes per stage, s = ring depth, "
-                        "k = cluster split; all timings in gemm_bench.json)",
-                        ["shape", "auto", "best", "best µs", "% copy BW"], sweep))
+    md.append(fmt_table("Thread kernel configurations (protected; w = warps across M, b = 64-wide k-boxes per "
+                        "stage, s = ring depth, k = cluster split; all timings in gemm_bench.json)",
+                        ["shape", "auto", "auto µs", "best", "best µs", "% copy BW"], sweep))
 
     cross.sort(key=lambda c: c["intensity"])
     xl = [[f"{c['M']}x{c['N']}x{c['K']}", f"{c['intensity']:.1f}", f"{c['thread_over_cublas']:.3f}",

@@ -2,7 +2,9 @@
 # The whole project in one GPU call: install ftcompile (so backend="ft" resolves through its entry
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
-# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models]   (default: tests models)
+# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models] [profile] [gemm]
+#   (default: tests models; profile = selection="profile" on DLRM / Llama decode MLPs,
+#    gemm = the thread-scheme table of bench_gemm.py)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -34,9 +36,14 @@ for part in $parts; do
          stamp "e2e rc=$?" ;;
     models) timeout 240 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
             stamp "models rc=$?" ;;
+    profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
+             stamp "profile rc=$?" ;;
+    gemm) timeout 240 python3 benchmarks/bench_gemm.py --parts thread --out "$OUT" > "$OUT/gemm.log" 2>&1
+          stamp "gemm rc=$?" ;;
   esac
 done
 
 cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
+[ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"

@@ -47,8 +47,9 @@ struct Args {
   int32_t num_sms, ws_mtiles;  // global workspace layout: capacity in 128-row tiles and rows
   int64_t ws_rows;
   double* dbg;                 // diagnostics (null): per check (sum, check, threshold)
-  int32_t nbox, stages;        // thread scheme: 64-wide k boxes per stage, ring depth (multiple of 4)
-  int32_t cluster, pad2_;      // global scheme: CTAs per cluster sharing W tiles by TMA multicast (1, 2)
+  int32_t nbox, stages;        // thread scheme: 64-wide k boxes per stage, ring depth (multiple of 4/wm)
+  int32_t cluster;             // global scheme: CTAs per cluster sharing W tiles by TMA multicast (1, 2)
+  int32_t wm;                  // thread scheme: consumer warps across M (1, 2, 4); the rest split K
   Injection inj[kMaxInj];
 };
 

@@ -413,8 +413,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       int it = 0;
       for (int t = cid; t < total; t += ncl) {
         tile_stats<T>(args, sm, ws, base, my_tile(t), tn_n, nk, it, tid - 32, cl, rank);
-        __threadfence();
-        named_bar_sync(1, SYNC_THREADS);
+        named_bar_sync(1, SYNC_THREADS);  // the ticket thread's fence releases these atomics
       }
     }
   } else {
@@ -505,10 +504,13 @@ __global__ void __launch_bounds__(THREADS, 1)
           atomicAdd(ws.s2 + c.b * M + r_hi, BN * (double)s2b + off * (double)s1b);
         }
       }
-      __threadfence();
       named_bar_sync(1, SYNC_THREADS);  // with the stats warps: this tile's sums are all in
       if (c.mt >= tm_n) continue;       // a cluster's spare tile past M: nothing to verify
       if (ct == 0) {
+        // One release fence after the barrier covers every thread's atomics and output stores
+        // (PTX fences are cumulative over what the barrier ordered before them): 352 per-thread
+        // fences made each thread wait for its own stores (benchmarks/NOTES_gemm.md).
+        __threadfence();
         const int old = atomicAdd(ws.ticket + c.b * tm_n + c.mt, 1);
         sm.last = old == tn_n - 1;
         sm.nflag = sm.ndet = sm.ncorr = sm.nunc = sm.ninvalid = 0;

@@ -1,8 +1,10 @@
 // One-sided thread-level ABFT linear y = x W^T + b for bandwidth-bound shapes (M <= 256).
 //
-// CTA = 4 consumer warps + 1 TMA producer warp; CTA tile = (16*MT rows) x 64 columns (one
-// checksum tile), K split over a cluster of `split` CTAs and, inside a CTA, over warps that take
-// turns on the stages of an 8-deep TMA ring (each slot belongs to one warp). A warp's m16n8k16 B fragments of one k16 step hold,
+// CTA = 4 consumer warps + 1 TMA producer warp; CTA tile = (16*MT*wm rows, up to 128: W is read
+// once for all of x) x 64 columns (one checksum tile), K split over a cluster of `split` CTAs.
+// Inside a CTA the 4 warps form wm (across M, MT m16 blocks each) x 4/wm (across K) groups; the
+// K groups take turns on the stages of a TMA ring (each slot belongs to one K group, whose wm
+// warps all read it). A warp's m16n8k16 B fragments of one k16 step hold,
 // for n8-blocks j = 0..7, W[8j + g][k] (g = lane/4): their sum over j is the strided checksum of
 // group g (columns g, g+8, ..., g+56 of the tile). The thread adds its own fragments in fp32, splits
 // the sum into bf16 hi+mid+lo (fp16: hi + 2^-11-scaled mid) so the extra MMA is exact to fp32, and
@@ -27,20 +29,26 @@ constexpr int BN = 64, BK = 64, MAX_NS = 8, NCW = 4, THREADS = 32 * (NCW + 1), N
 // A stage is NBOX k-boxes of 64 (TMA boxes are 128 bytes wide with the 128-byte swizzle): several
 // boxes per stage make each W row's reads NBOX*128 contiguous bytes (DRAM runs, not 128-byte bits).
 template <int MT, int NBOX> struct Cfg {
-  static constexpr int BM = 16 * MT;
-  static constexpr int W_BOX = BN * BK * 2, X_BOX = BM * BK * 2;
-  static constexpr int W_BYTES = NBOX * W_BOX, STAGE = NBOX * (W_BOX + X_BOX);
-  static constexpr int PART = NCW * MT * NREG * 32 * 4;  // per-warp partials, fragment order
+  static constexpr int W_BOX = BN * BK * 2, W_BYTES = NBOX * W_BOX;
+  static constexpr int E = MT * NREG * 32;             // floats of one warp's partials
+  static constexpr int PART = NCW * E * 4;             // per-warp partials, fragment order
+  static __host__ __device__ int bm(int wm) { return 16 * MT * wm; }  // x rows per CTA
+  static __host__ __device__ int x_box(int wm) { return bm(wm) * BK * 2; }
+  static __host__ __device__ int stage(int wm) { return NBOX * (W_BOX + x_box(wm)); }
 };
 
 struct Smem {
   uint64_t full[MAX_NS], empty[MAX_NS];
+  // Per-call constants, fetched by the producer warp's idle lanes while the ring fills (their
+  // load latency would otherwise sit in the epilogue's critical path).
+  float bias[BN], wst[3], bias_max;
+  int wfin;
   float t[MAX_FLAG][8];  // recomputed group elements
   int frow[MAX_FLAG], fgrp[MAX_FLAG];
   int nflag, ndet, ncorr, nunc, ninvalid;
 };
-template <int MT, int NBOX> size_t smem_bytes(int ns) {
-  const size_t ring = (size_t)ns * Cfg<MT, NBOX>::STAGE;
+template <int MT, int NBOX> size_t smem_bytes(int ns, int wm) {
+  const size_t ring = (size_t)ns * Cfg<MT, NBOX>::stage(wm);
   return 1024 + (ring > (size_t)Cfg<MT, NBOX>::PART ? ring : (size_t)Cfg<MT, NBOX>::PART) + sizeof(Smem);
 }
 
@@ -119,6 +127,37 @@ __device__ __forceinline__ void consume_stage(Frag<T, MT>& f, uint32_t wt, uint3
   }
 }
 
+__device__ __forceinline__ float combine(int r, float v, float u) {  // partial slot r of NREG
+  return r < 38 ? v + u : (r < 40 ? fmaxf(v, u) : fminf(v, u));      // sums, max, min
+}
+
+// part[slot(e)] = combine over sources of part[slot(e) + src offset], for e < n; 8 independent
+// loads per thread in flight (DSMEM loads are "memory"-clobbered asm: one at a time is latency).
+template <int E, typename Load>
+__device__ __forceinline__ void reduce_slots(float* part, int n, int wk, int tid, int nthreads, int nsrc, Load load) {
+  constexpr int B = 8;
+  for (int e0 = tid; e0 < n; e0 += B * nthreads) {
+    int ix[B];
+    float v[B];
+#pragma unroll
+    for (int q = 0; q < B; ++q) {
+      const int e = e0 + q * nthreads;
+      ix[q] = e < n ? (e / E) * wk * E + e % E : -1;
+      v[q] = ix[q] >= 0 ? part[ix[q]] : 0.f;
+    }
+    for (int s = 1; s < nsrc; ++s) {
+      float u[B];
+#pragma unroll
+      for (int q = 0; q < B; ++q) u[q] = ix[q] >= 0 ? load(ix[q], s) : 0.f;
+#pragma unroll
+      for (int q = 0; q < B; ++q) v[q] = combine((ix[q] / 32) % NREG, v[q], u[q]);
+    }
+#pragma unroll
+    for (int q = 0; q < B; ++q)
+      if (ix[q] >= 0) part[ix[q]] = v[q];
+  }
+}
+
 // fp32 dot of two 16-bit rows of length K by one warp (rare correction path).
 template <typename T>
 __device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
@@ -144,8 +183,9 @@ __global__ void __launch_bounds__(THREADS, 2)
   using C = Cfg<MT, NBOX>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int NS = args.stages;
-  const int ring = NS * C::STAGE;
+  const int NS = args.stages, WM = args.wm, WK = NCW / WM;
+  const int BMc = C::bm(WM), XB = C::x_box(WM), STAGE = C::stage(WM);
+  const int ring = NS * STAGE;
   Smem& sm = *reinterpret_cast<Smem*>(base + (ring > C::PART ? ring : C::PART));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring once the k-loop is done
 
@@ -159,7 +199,7 @@ __global__ void __launch_bounds__(THREADS, 2)
   const int nloc = s_end - s_begin;
 
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 1); }
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], WM); }
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
     tma_prefetch_desc(&tmX);
@@ -171,19 +211,29 @@ __global__ void __launch_bounds__(THREADS, 2)
 
   Frag<T, MT> f;
   if (warp == NCW) {  // ------------------------------------------- TMA producer
+    if (PROTECT && lane > 0) {  // per-call constants for the epilogue (read after cluster_sync)
+      const T* bias = static_cast<const T*>(args.bias);
+      for (int c = lane - 1; c < BN; c += 31) {
+        const int64_t n = (int64_t)tile * BN + c;
+        sm.bias[c] = (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+      }
+      if (lane <= 3) sm.wst[lane - 1] = args.wstats[3 * b + lane - 1];
+      if (lane == 4) sm.wfin = *args.wfinite;
+      if (lane == 5) sm.bias_max = args.bias ? (float)args.bstats[3] : 0.f;
+    }
     if (lane == 0) {
       for (int i = 0; i < nloc; ++i) {
         const int slot = i % NS;
         if (i >= NS) mbar_wait(&sm.empty[slot], ((i / NS) - 1) & 1);
-        mbar_expect_tx(&sm.full[slot], C::STAGE);
-        uint8_t* st = base + slot * C::STAGE;
+        mbar_expect_tx(&sm.full[slot], STAGE);
+        uint8_t* st = base + slot * STAGE;
         const int k0 = (s_begin + i) * NBOX * BK;
 #pragma unroll
         for (int bx = 0; bx < NBOX; ++bx)
           tma_load_3d(st + bx * C::W_BOX, &tmW, &sm.full[slot], k0 + bx * BK, tile * BN, b);
 #pragma unroll
         for (int bx = 0; bx < NBOX; ++bx)
-          tma_load_3d(st + C::W_BYTES + bx * C::X_BOX, &tmX, &sm.full[slot], k0 + bx * BK, mb * C::BM, b);
+          tma_load_3d(st + C::W_BYTES + bx * XB, &tmX, &sm.full[slot], k0 + bx * BK, mb * BMc, b);
       }
     }
   } else {  // ----------------------------------------------------- consumers
@@ -198,22 +248,23 @@ __global__ void __launch_bounds__(THREADS, 2)
       f.mx[mt][0] = f.mx[mt][1] = kNegInf2<T>;
       f.mn[mt][0] = f.mn[mt][1] = kPosInf2<T>;
     }
-    for (int i = warp; i < nloc; i += NCW) {
+    const int wk = warp % WK, wmi = warp / WK;  // K group, M group (m16 blocks wmi*MT ...)
+    for (int i = wk; i < nloc; i += WK) {
       const int slot = i % NS;
       mbar_wait(&sm.full[slot], (i / NS) & 1);
-      const uint32_t wt = smem_u32(base + slot * C::STAGE), xt = wt + C::W_BYTES;
+      const uint32_t wt = smem_u32(base + slot * STAGE), xt = wt + C::W_BYTES + wmi * MT * 16 * 128;
 #pragma unroll 1
       for (int bx = 0; bx < NBOX; ++bx) {
-      consume_stage<T, MT, PROTECT>(f, wt + bx * C::W_BOX, xt + bx * C::X_BOX, lane);
+      consume_stage<T, MT, PROTECT>(f, wt + bx * C::W_BOX, xt + bx * XB, lane);
       if constexpr (PROTECT) {
         for (int q = 0; q < args.n_inj; ++q) {  // accumulator faults "after k-step" (64-wide)
           const Injection& inj = args.inj[q];
           if (inj.step != (s_begin + i) * NBOX + bx) continue;
           const int64_t ib = inj.row / M, im = inj.row % M;
-          if (ib != b || im / C::BM != mb || inj.col / BN != tile) continue;
-          const int lr = (int)(im % C::BM), lc = inj.col % BN;
-          if (lane != ((lr % 16) % 8) * 4 + (lc % 8) / 2) continue;
-          const int imt = lr / 16, ij = lc / 8, ie = 2 * ((lr % 16) / 8) + (lc % 2);
+          if (ib != b || im / BMc != mb || inj.col / BN != tile) continue;
+          const int lr = (int)(im % BMc), lc = inj.col % BN;
+          if (lr / 16 / MT != wmi || lane != ((lr % 16) % 8) * 4 + (lc % 8) / 2) continue;
+          const int imt = (lr / 16) % MT, ij = lc / 8, ie = 2 * ((lr % 16) / 8) + (lc % 2);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -256,54 +307,56 @@ __global__ void __launch_bounds__(THREADS, 2)
       q[40 * 32] = mnf[mt][0]; q[41 * 32] = mnf[mt][1];
     }
     named_bar_sync(1, NCW * 32);
-    // Sum the 4 warps' partials into warp 0's slot (fixed order: deterministic).
-    constexpr int E = MT * NREG * 32;
-    for (int e = tid; e < E; e += NCW * 32) {
-      const int r = (e / 32) % NREG;
-      float v = part[e];
-#pragma unroll
-      for (int w = 1; w < NCW; ++w) {
-        const float u = part[w * E + e];
-        v = r < 38 ? v + u : (r < 40 ? fmaxf(v, u) : fminf(v, u));
-      }
-      part[e] = v;
-    }
+    // Sum each M group's K-group partials into the slot of its first warp (fixed order:
+    // deterministic); warp w = wmi * WK + wk wrote slot w.
+    if (WK > 1)
+      reduce_slots<C::E>(part, WM * C::E, WK, tid, NCW * 32, WK,
+                         [&](int ix, int w) { return part[ix + w * C::E]; });
   }
-  cluster_sync();  // every CTA of the cluster has its partial in shared memory
+  cluster_sync();  // every CTA of the cluster has its partials in shared memory
 
   // ------------------------------------------------------------- leader: reduce, verify, store
-  float v[NREG];
-  const int mtw = warp;  // warp mt handles m16 block mt
-  if (rank == 0 && warp < MT) {
-    const uint32_t local = smem_u32(part + (size_t)mtw * NREG * 32 + lane);
-#pragma unroll
-    for (int r = 0; r < NREG; ++r) v[r] = 0.f;
-    v[38] = v[39] = -INFINITY; v[40] = v[41] = INFINITY;
-    for (int rk = 0; rk < S; ++rk)
-#pragma unroll
-      for (int r = 0; r < NREG; ++r) {
-        const float u = ld_dsmem_f32(local + r * 32 * 4, rk);
-        v[r] = r < 38 ? v[r] + u : (r < 40 ? fmaxf(v[r], u) : fminf(v[r], u));
-      }
-  }
+  if (rank == 0 && S > 1)  // add the other CTAs' partials (DSMEM) into the leader's
+    reduce_slots<C::E>(part, WM * C::E, WK, tid, THREADS, S,
+                       [&](int ix, int rk) { return ld_dsmem_f32(smem_u32(part + ix), rk); });
   cluster_sync();  // remote partials read: the other CTAs may exit
   if (rank != 0) return;
 
+  // Rounds of 5 warps over the CTA's m16 blocks (warp w takes block round * 5 + w); every
+  // thread takes part in each round (the correction path synchronises the CTA).
   const int g = lane / 4, q4 = lane % 4;
-  const int64_t row0 = (int64_t)mb * C::BM + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
-  const int64_t col0 = (int64_t)tile * BN + 2 * q4;
+  const int MTT = MT * WM;
   const T* bias = static_cast<const T*>(args.bias);
+#pragma unroll 1
+  for (int round = 0; round * (THREADS / 32) < MTT; ++round) {
+  const int mtw = round * (THREADS / 32) + warp;
+  const bool active = mtw < MTT;
+  float v[NREG];
+  if (active) {
+    const float* src = part + (size_t)((mtw / MT) * WK * MT + mtw % MT) * NREG * 32 + lane;
+#pragma unroll
+    for (int r = 0; r < NREG; ++r) v[r] = src[r * 32];
+  }
+  if constexpr (PROTECT) {
+    if (round > 0) {  // the previous round's flags are consumed
+      __syncthreads();
+      if (tid == 0) sm.nflag = 0;
+      __syncthreads();
+    }
+  }
+  const int64_t row0 = (int64_t)mb * BMc + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
+  const int64_t col0 = (int64_t)tile * BN + 2 * q4;
   float y[8][4];
   bool flag[4] = {false, false, false, false};
   int slot[4] = {0, 0, 0, 0};
   float thr[2] = {0.f, 0.f}, chkv[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-  if (warp < MT) {
+  if (active) {
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int64_t n = col0 + 8 * j + e;
-        const float bv = (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+        const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
         y[j][e] = v[4 * j + e] + bv;
         y[j][2 + e] = v[4 * j + 2 + e] + bv;
         if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
@@ -325,8 +378,8 @@ __global__ void __launch_bounds__(THREADS, 2)
             if (j == ij && e == ie) y[j][e] = inject_one(y[j][e], inj, args.inj_log);
       }
       // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
-      const float* bst = args.wstats + 3 * b;
-      const float bias_term = args.bias ? args.e * (float)args.bstats[3] * 8.f : 0.f;
+      const float* bst = sm.wst;
+      const float bias_term = args.e * sm.bias_max * 8.f;
       bool valid[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -335,7 +388,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
         thr[h] = vabft_threshold(mu, var, 8.f, bst, args.e, args.c_sigma) + bias_term;
         const bool in_range = row0 + 8 * h < M;
-        valid[h] = in_range && isfinite(sx) && *args.wfinite;
+        valid[h] = in_range && isfinite(sx) && sm.wfin;
         if (in_range && !valid[h] && q4 == 0) atomicAdd(&sm.ninvalid, 1);
       }
 #pragma unroll
@@ -383,7 +436,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         if (lane == 0) sm.t[fi][l] = t;
       }
       __syncthreads();
-      if (warp < MT) {
+      if (active) {
 #pragma unroll
         for (int ge = 0; ge < 4; ++ge) {
           if (!flag[ge]) continue;
@@ -438,7 +491,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     }
   }
   // ------------------------------------------------------------- store
-  if (warp < MT) {
+  if (active) {
     T* yb = static_cast<T*>(args.y) + (int64_t)b * M * N;
     const bool pairs = (N % 2) == 0;
 #pragma unroll
@@ -457,6 +510,7 @@ __global__ void __launch_bounds__(THREADS, 2)
       }
     }
   }
+  }  // rounds
   if constexpr (PROTECT) {
     __syncthreads();
     if (tid == 0) {
@@ -465,9 +519,11 @@ __global__ void __launch_bounds__(THREADS, 2)
       if (sm.ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)sm.ncorr);
       if (sm.nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)sm.nunc);
       if (sm.ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
-      if (tile == 0) {  // non-finite inputs: counted once per call across the M-blocks
+      if (tile == 0 && gridDim.y * gridDim.z == 1) {  // one M-block: no cross-CTA ticket needed
+        if (sm.ninvalid || !sm.wfin) atomicAdd(cnt + kNonfinite, 1ull);
+      } else if (tile == 0) {  // non-finite inputs: counted once per call across the M-blocks
         int* ws = static_cast<int*>(args.ws);  // [done, flag]
-        if (sm.ninvalid || !*args.wfinite) atomicExch(ws + 1, 1);
+        if (sm.ninvalid || !sm.wfin) atomicExch(ws + 1, 1);
         __threadfence();
         const int done = atomicAdd(ws, 1);
         if (done == (int)(gridDim.y * gridDim.z) - 1) {
@@ -483,7 +539,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 template <typename T, int MT, int NBOX, bool PROTECT>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   auto kern = gemm_thread_kernel<T, MT, NBOX, PROTECT>;
-  const size_t smem = smem_bytes<MT, NBOX>(a->stages);
+  const size_t smem = smem_bytes<MT, NBOX>(a->stages, a->wm);
   static size_t configured = 0;
   if (smem > configured) {
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -492,7 +548,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
     configured = smem;
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::BM),
+  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
                      (unsigned)a->batch);
   cfg.blockDim = dim3(THREADS);
   cfg.dynamicSmemBytes = smem;
@@ -503,7 +559,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = a->split > 1 ? 1 : 0;  // a lone CTA is its own (implicit) cluster: no cluster launch
   cudaError_t e = cudaLaunchKernelEx(&cfg, kern, tw, tx, *a);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
@@ -527,12 +583,12 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
 extern "C" int ft_gemm_thread(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->mtile != 1 && a->mtile != 2) || a->split < 1 ||
-      a->split > 16 || (a->nbox != 1 && a->nbox != 2 && a->nbox != 4) || a->stages < 4 ||
-      a->stages > thr::MAX_NS || a->stages % thr::NCW)  // each ring slot belongs to one consumer warp
+      a->split > 16 || (a->nbox != 1 && a->nbox != 2 && a->nbox != 4) || (a->wm != 1 && a->wm != 2 && a->wm != 4) ||
+      a->stages < 2 || a->stages > thr::MAX_NS || a->stages % (thr::NCW / a->wm))  // a slot belongs to one K group
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thr::BN) ||
-      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, 16 * a->mtile))
+      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, 16 * a->mtile * a->wm))
     return FTG_ERR_TMAP;
   return a->dtype == 0 ? thr::dispatch<__nv_bfloat16>(a, tw, tx) : thr::dispatch<__half>(a, tw, tx);
 }

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 
 from .. import telemetry
 from ..abft import gemm, injection
@@ -46,7 +47,9 @@ POLICY = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128
-NCW = 4  # consumer warps of the thread kernel (each accumulates a quarter of a CTA's k-steps)
+NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
+SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
+THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
 GLOBAL_CLUSTER = int(os.environ.get("FTCOMPILE_GEMM_CLUSTER", "1"))
 # Tensor-core accumulation (wgmma / mma.sync, bf16 and fp16 inputs) adds each k16 product into the
@@ -80,7 +83,7 @@ class _Args(ctypes.Structure):
                 ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32), ("ws_mtiles", ctypes.c_int32),
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
-                ("cluster", ctypes.c_int32), ("pad2_", ctypes.c_int32),
+                ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -168,13 +171,19 @@ def _bias_stats(bias: torch.Tensor, cache: bool = True) -> torch.Tensor:
     return _bcache.get(bias, make, cache)
 
 
+def _batched(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1, t.shape[-2], t.shape[-1]) if t.dim() == 3 else t[None]
+
+
 def _kernel_weight(weight: torch.Tensor, cache: bool = True) -> torch.Tensor:
-    """W as [WB, N, K] with K contiguous and 16-byte rows; a cached copy where it is not."""
-    w3 = weight.reshape(-1, weight.shape[-2], weight.shape[-1]) if weight.dim() == 3 else weight[None]
-    if _tma_ok(w3):
+    """W as [WB, N, K8] with K contiguous, 16-byte rows and K8 = K rounded up to a multiple of 8
+    (TMA rows; the zero columns add nothing to products or checksums); a cached copy where the
+    weight is not that already."""
+    w3 = _batched(weight)
+    if w3.shape[-1] % 8 == 0 and _tma_ok(w3):
         return w3
-    return _ccache.get(weight, lambda w: (w.reshape(-1, w.shape[-2], w.shape[-1]) if w.dim() == 3
-                                          else w[None]).contiguous(), cache)
+    return _ccache.get(weight, lambda w: F.pad(_batched(w), (0, (-w.shape[-1]) % 8)).contiguous(),
+                       cache)
 
 
 def _tma_ok(t3: torch.Tensor) -> bool:
@@ -230,8 +239,6 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
     if weight.dim() not in (2, 3):
         return "weight must be [N, K] or [B, N, K]"
     k, n = weight.shape[-1], weight.shape[-2]
-    if k % 8 or k < 8:
-        return f"K={k}: TMA rows must be a multiple of 16 bytes (K % 8 == 0)"
     wb = weight.shape[0] if weight.dim() == 3 else 1
     if x.numel() == 0 or n == 0 or x.numel() % (wb * k):
         return "empty or mismatched shapes"
@@ -315,38 +322,61 @@ def _num_sms(device) -> int:
     return _sms[device]
 
 
-def thread_config(m: int, n: int, k: int, wb: int, num_sms: int,
-                  nbox: Optional[int] = None, stages: Optional[int] = None) -> Tuple[int, int, int, int]:
-    """(mtile, split, nbox, stages) of the thread kernel, from the configuration sweep on the H200
-    (benchmarks/NOTES_gemm.md, run 3): an 8-deep ring (a multiple of the 4 consumer warps, so
-    each slot belongs to one warp); two 64-wide k-boxes per stage (256-byte runs of each W row,
-    160 KB: one CTA per SM) while the 16-row tiles fit the GPU in one wave, else one box (two CTAs
-    per SM); K split over a cluster while the CTAs still fit the GPU at once."""
-    mtile = 1 if m <= 16 else 2
-    base = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
-    nbox = nbox or (2 if mtile == 1 and base <= num_sms else 1)
-    stages = stages or 8
-    smem = stages * nbox * (N_TILE * K_TILE * 2 + 16 * mtile * K_TILE * 2)
+def thread_config(m: int, n: int, k: int, wb: int, num_sms: int, nbox: Optional[int] = None,
+                  stages: Optional[int] = None, wm: Optional[int] = None,
+                  mtile: Optional[int] = None) -> Tuple[int, int, int, int, int]:
+    """(mtile, wm, split, nbox, stages) of the thread kernel (benchmarks/NOTES_gemm.md).
+
+    Where the N tiles fill the GPU, a CTA holds all of x's rows up to 128 (16 * mtile * wm), so
+    W is read once: the 4 consumer warps split M (wm of them, mtile m16 blocks each) and K
+    (4 / wm). Ring: 8 deep (a multiple of the K groups, so each slot belongs to one), shallower
+    where x is split over warps or K is short; two 64-wide k-boxes per stage (256-byte runs of
+    each W row) while the 16-row tiles fit the GPU in one wave and K is long; K split over a
+    cluster while the CTAs still fit the GPU at once and each keeps >= 4 stages (tiny-shape
+    sweep, run 9: there fixed per-CTA costs outweigh parallelism)."""
+    blocks = math.ceil(m / 16)
+    if wm is None:  # x over 2-4 warps (W read once) only where the N tiles alone fill the GPU:
+        # else more CTAs (one per 32 x rows) win (measured, NOTES_gemm.md run 6)
+        wm = 1 if blocks <= 2 or math.ceil(n / N_TILE) * wb < num_sms else (2 if blocks <= 4 else 4)
+    mtile = mtile or (1 if blocks == 1 and wm == 1 else 2)
+    rows = 16 * mtile * wm
+    base = math.ceil(n / N_TILE) * math.ceil(m / rows) * wb
+    kb = math.ceil(k / K_TILE)  # 64-wide k-boxes along K
+    nbox = nbox or (2 if mtile == 1 and base <= num_sms and kb > 8 else 1)
+    stage = nbox * (N_TILE * K_TILE * 2 + rows * K_TILE * 2)
+    part = NCW * mtile * 42 * 32 * 4
+    wk = NCW // wm
+    if stages is None:  # 8; with x split over warps (bigger x tiles) the deepest ring that
+        # keeps two CTAs per SM (measured: 4 stages at wm=4 beat 8 by 20%, NOTES_gemm.md run 6)
+        fits = lambda ns, cap: max(ns * stage, part) + THREAD_SMEM_FIXED <= cap
+        two = [ns for ns in range(8, 3, -1) if ns % wk == 0 and fits(ns, 110 << 10)]
+        stages = 8 if wm == 1 or not two else two[0]
+        if math.ceil(kb / nbox) <= 4:  # a short K: a deeper ring only costs shared memory
+            stages = max(4, wk)
+        while not fits(stages, SMEM_MAX):
+            stages -= wk
+    smem = max(stages * stage, part) + THREAD_SMEM_FIXED
     per_sm = 2 if smem <= (110 << 10) else 1
     nst = math.ceil(k / (K_TILE * nbox))
     split = 1
-    while split < 8 and base * split * 2 <= per_sm * num_sms and nst // (split * 2) >= 2:
+    while split < 8 and base * split * 2 <= per_sm * num_sms and nst // (split * 2) >= 4:
         split *= 2
-    return mtile, split, nbox, stages
+    return mtile, wm, split, nbox, stages
 
 
-def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, split: int = 1) -> float:
+def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, split: int = 1,
+             wm: int = 1) -> float:
     """e of the V-ABFT threshold for the kernels: the calibrated e_max (gemm._e), raised to cover
     the biased tensor-core accumulation of the longest accumulator chain (see TC_COEF)."""
     table = gemm._e(x, STRIDE if thread else n, k, safety)
-    steps = k / (16 * NCW * split) if thread else k / 16
+    steps = k / (16 * (NCW // wm) * split) if thread else k / 16
     return max(table, TC_COEF * max(steps, 1.0) * 2.0 ** -24 * safety)
 
 
 def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
         site: telemetry.Site, *, protect: bool = True, inject: bool = True,
         split: Optional[int] = None, mtile: Optional[int] = None, nbox: Optional[int] = None,
-        stages: Optional[int] = None, plan: Optional[list] = None, log: Optional[torch.Tensor] = None,
+        stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None, log: Optional[torch.Tensor] = None,
         dbg: Optional[torch.Tensor] = None, cluster: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
@@ -357,8 +387,10 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
-    wb, n, k = w3.shape
-    x3 = x.reshape(wb, -1, k)
+    wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
+    x3 = x.reshape(wb, -1, weight.shape[-1])
+    if x3.shape[-1] != k:
+        x3 = F.pad(x3, (0, k - x3.shape[-1]))
     if not _tma_ok(x3):  # TMA wants K contiguous, 16-byte rows: copy (fresh, aligned storage)
         x3 = x3.contiguous()
         if not _tma_ok(x3):
@@ -378,7 +410,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     raise_flag = None
     injections = []
     if protect:
-        sums, stats, finite = _weight_enc(weight, site.static_weight)
+        # Encoded from the kernel's weight (padded where K % 8 != 0: statistics over K8 columns,
+        # as the kernel's x statistics are).
+        sums, stats, finite = _weight_enc(w3 if k != weight.shape[-1] else weight, site.static_weight)
         keep += [sums, stats, finite]
         a.wsum, a.wstats, a.wfinite = sums.data_ptr(), stats.data_ptr(), finite.data_ptr()
         if bias is not None:
@@ -403,9 +437,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
     if thread:
-        a.mtile, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages)
-        if mtile:
-            a.mtile = mtile
+        a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
+                                                                 wm, mtile)
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         ws = _workspace("thread", dev)
     elif protect:
@@ -416,7 +449,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         keep.append(ws)
         a.ws = ws.data_ptr()
     if protect:
-        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1)
+        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1, a.wm if thread else 1)
     fn = lib().ft_gemm_thread if thread else lib().ft_gemm_global
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:
