@@ -329,187 +329,187 @@ __global__ void __launch_bounds__(THREADS, 2)
   const T* bias = static_cast<const T*>(args.bias);
 #pragma unroll 1
   for (int round = 0; round * (THREADS / 32) < MTT; ++round) {
-  const int mtw = round * (THREADS / 32) + warp;
-  const bool active = mtw < MTT;
-  float v[NREG];
-  if (active) {
-    const float* src = part + (size_t)((mtw / MT) * WK * MT + mtw % MT) * NREG * 32 + lane;
+    const int mtw = round * (THREADS / 32) + warp;
+    const bool active = mtw < MTT;
+    float v[NREG];
+    if (active) {
+      const float* src = part + (size_t)((mtw / MT) * WK * MT + mtw % MT) * NREG * 32 + lane;
 #pragma unroll
-    for (int r = 0; r < NREG; ++r) v[r] = src[r * 32];
-  }
-  if constexpr (PROTECT) {
-    if (round > 0) {  // the previous round's flags are consumed
-      __syncthreads();
-      if (tid == 0) sm.nflag = 0;
-      __syncthreads();
+      for (int r = 0; r < NREG; ++r) v[r] = src[r * 32];
     }
-  }
-  const int64_t row0 = (int64_t)mb * BMc + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
-  const int64_t col0 = (int64_t)tile * BN + 2 * q4;
-  float y[8][4];
-  bool flag[4] = {false, false, false, false};
-  int slot[4] = {0, 0, 0, 0};
-  float thr[2] = {0.f, 0.f}, chkv[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-  if (active) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t n = col0 + 8 * j + e;
-        const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
-        y[j][e] = v[4 * j + e] + bv;
-        y[j][2 + e] = v[4 * j + 2 + e] + bv;
-        if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
-      }
     if constexpr (PROTECT) {
-      for (int qi = 0; qi < args.n_inj; ++qi) {  // output-stage faults (final fp32 values)
-        const Injection& inj = args.inj[qi];
-        if (inj.step != -1) continue;
-        const int64_t ib = inj.row / M, im = inj.row % M;
-        if (ib != b || inj.col / BN != tile) continue;
-        const int lc = inj.col % BN;
-        const int h = im == row0 ? 0 : (im == row0 + 8 ? 1 : -1);
-        if (h < 0 || (lc % 8) / 2 != q4) continue;
-        const int ij = lc / 8, ie = 2 * h + (lc % 2);
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (j == ij && e == ie) y[j][e] = inject_one(y[j][e], inj, args.inj_log);
+      if (round > 0) {  // the previous round's flags are consumed
+        __syncthreads();
+        if (tid == 0) sm.nflag = 0;
+        __syncthreads();
       }
-      // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
-      const float* bst = sm.wst;
-      const float bias_term = args.e * sm.bias_max * 8.f;
-      bool valid[2];
+    }
+    const int64_t row0 = (int64_t)mb * BMc + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
+    const int64_t col0 = (int64_t)tile * BN + 2 * q4;
+    float y[8][4];
+    bool flag[4] = {false, false, false, false};
+    int slot[4] = {0, 0, 0, 0};
+    float thr[2] = {0.f, 0.f}, chkv[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+    if (active) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
-        const float mu = sx / (float)K;
-        const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
-        thr[h] = vabft_threshold(mu, var, 8.f, bst, args.e, args.c_sigma) + bias_term;
-        const bool in_range = row0 + 8 * h < M;
-        valid[h] = in_range && isfinite(sx) && sm.wfin;
-        if (in_range && !valid[h] && q4 == 0) atomicAdd(&sm.ninvalid, 1);
-      }
+      for (int j = 0; j < 8; ++j)
 #pragma unroll
-      for (int ge = 0; ge < 4; ++ge) {  // ge = 2*h + e: row half h, group 2*q4 + e
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) s += y[j][ge];
-        chkv[ge] += v[32 + ge];
-        d1[ge] = s - chkv[ge];
-        if (args.dbg && row0 + 8 * (ge / 2) < M) {  // (sum, check, threshold) per group
-          const int64_t gi = ((int64_t)b * M + row0 + 8 * (ge / 2)) * (cdiv(N, BN) * 8) + tile * 8 + 2 * q4 + ge % 2;
-          args.dbg[3 * gi] = s; args.dbg[3 * gi + 1] = chkv[ge];
-          args.dbg[3 * gi + 2] = valid[ge / 2] ? thr[ge / 2] : -1.0;
+        for (int e = 0; e < 2; ++e) {
+          const int64_t n = col0 + 8 * j + e;
+          const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+          y[j][e] = v[4 * j + e] + bv;
+          y[j][2 + e] = v[4 * j + 2 + e] + bv;
+          if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
         }
-        if (valid[ge / 2] && exceeds(d1[ge], thr[ge / 2])) {
-          atomicAdd(&sm.ndet, 1);
-          if (args.policy == kCorrect || args.policy == kRecompute) {
-            const int fi = atomicAdd(&sm.nflag, 1);
-            if (fi < MAX_FLAG) {
-              flag[ge] = true; slot[ge] = fi;
-              sm.frow[fi] = (int)(row0 + 8 * (ge / 2));
-              sm.fgrp[fi] = 2 * q4 + (ge % 2);
+      if constexpr (PROTECT) {
+        for (int qi = 0; qi < args.n_inj; ++qi) {  // output-stage faults (final fp32 values)
+          const Injection& inj = args.inj[qi];
+          if (inj.step != -1) continue;
+          const int64_t ib = inj.row / M, im = inj.row % M;
+          if (ib != b || inj.col / BN != tile) continue;
+          const int lc = inj.col % BN;
+          const int h = im == row0 ? 0 : (im == row0 + 8 ? 1 : -1);
+          if (h < 0 || (lc % 8) / 2 != q4) continue;
+          const int ij = lc / 8, ie = 2 * h + (lc % 2);
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (j == ij && e == ie) y[j][e] = inject_one(y[j][e], inj, args.inj_log);
+        }
+        // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
+        const float* bst = sm.wst;
+        const float bias_term = args.e * sm.bias_max * 8.f;
+        bool valid[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
+          const float mu = sx / (float)K;
+          const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
+          thr[h] = vabft_threshold(mu, var, 8.f, bst, args.e, args.c_sigma) + bias_term;
+          const bool in_range = row0 + 8 * h < M;
+          valid[h] = in_range && isfinite(sx) && sm.wfin;
+          if (in_range && !valid[h] && q4 == 0) atomicAdd(&sm.ninvalid, 1);
+        }
+#pragma unroll
+        for (int ge = 0; ge < 4; ++ge) {  // ge = 2*h + e: row half h, group 2*q4 + e
+          float s = 0.f;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) s += y[j][ge];
+          chkv[ge] += v[32 + ge];
+          d1[ge] = s - chkv[ge];
+          if (args.dbg && row0 + 8 * (ge / 2) < M) {  // (sum, check, threshold) per group
+            const int64_t gi = ((int64_t)b * M + row0 + 8 * (ge / 2)) * (cdiv(N, BN) * 8) + tile * 8 + 2 * q4 + ge % 2;
+            args.dbg[3 * gi] = s; args.dbg[3 * gi + 1] = chkv[ge];
+            args.dbg[3 * gi + 2] = valid[ge / 2] ? thr[ge / 2] : -1.0;
+          }
+          if (valid[ge / 2] && exceeds(d1[ge], thr[ge / 2])) {
+            atomicAdd(&sm.ndet, 1);
+            if (args.policy == kCorrect || args.policy == kRecompute) {
+              const int fi = atomicAdd(&sm.nflag, 1);
+              if (fi < MAX_FLAG) {
+                flag[ge] = true; slot[ge] = fi;
+                sm.frow[fi] = (int)(row0 + 8 * (ge / 2));
+                sm.fgrp[fi] = 2 * q4 + (ge % 2);
+              } else {
+                atomicAdd(&sm.nunc, 1);
+              }
+            }
+          }
+        }
+      }
+    }
+    if constexpr (PROTECT) {
+      __syncthreads();
+      const int nflag = min(sm.nflag, MAX_FLAG);
+      if (nflag > 0) {  // rare: recompute each flagged group's 8 elements, one warp per dot
+        const T* W = static_cast<const T*>(args.w) + b * args.w_bstride;
+        const T* X = static_cast<const T*>(args.x) + b * args.x_bstride;
+        for (int d = warp; d < nflag * 8; d += THREADS / 32) {
+          const int fi = d / 8, l = d % 8;
+          const int64_t n = (int64_t)tile * BN + sm.fgrp[fi] + 8 * l;
+          float t = 0.f;
+          if (n < N) {
+            t = warp_dot(X + sm.frow[fi] * args.x_rstride, W + n * args.w_rstride, K, lane);
+            if (bias) t += Ty<T>::to_f(bias[n]);
+          }
+          if (lane == 0) sm.t[fi][l] = t;
+        }
+        __syncthreads();
+        if (active) {
+#pragma unroll
+          for (int ge = 0; ge < 4; ++ge) {
+            if (!flag[ge]) continue;
+            float t[8];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) t[j] = sm.t[slot[ge]][j];
+            // Locate: weighted over plain residual with the checks c1 = sum t_l, c2 = sum (l+1) t_l
+            // (terms scaled by 1/8 so a huge faulty value cannot overflow), or the only non-finite
+            // element.
+            int p = -1;
+            bool finite = true;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) finite = finite && isfinite(y[j][ge]);
+            if (finite) {
+              float r1 = 0.f, r2 = 0.f;
+#pragma unroll
+              for (int j = 0; j < 8; ++j) {
+                const float dj = y[j][ge] * 0.125f - t[j] * 0.125f;
+                r1 += dj;
+                r2 += (float)(j + 1) * dj;
+              }
+              const float ratio = r2 / r1, near = rintf(ratio);
+              if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= 8.f) p = (int)near - 1;
+            } else {
+              int cnt = 0;
+#pragma unroll
+              for (int j = 0; j < 8; ++j)
+                if (!isfinite(y[j][ge])) { ++cnt; p = j; }
+              if (cnt != 1) p = -1;
+            }
+            bool ok = false;
+            if (p >= 0) {
+              float s = 0.f;
+#pragma unroll
+              for (int j = 0; j < 8; ++j) {
+                if (j == p) y[j][ge] = t[j];
+                s += y[j][ge];
+              }
+              ok = !exceeds(s - chkv[ge], thr[ge / 2]);
+            }
+            if (ok) {
+              atomicAdd(&sm.ncorr, 1);
             } else {
               atomicAdd(&sm.nunc, 1);
+              if (args.policy == kRecompute) {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) y[j][ge] = t[j];
+              }
             }
           }
         }
       }
     }
-  }
-  if constexpr (PROTECT) {
-    __syncthreads();
-    const int nflag = min(sm.nflag, MAX_FLAG);
-    if (nflag > 0) {  // rare: recompute each flagged group's 8 elements, one warp per dot
-      const T* W = static_cast<const T*>(args.w) + b * args.w_bstride;
-      const T* X = static_cast<const T*>(args.x) + b * args.x_bstride;
-      for (int d = warp; d < nflag * 8; d += THREADS / 32) {
-        const int fi = d / 8, l = d % 8;
-        const int64_t n = (int64_t)tile * BN + sm.fgrp[fi] + 8 * l;
-        float t = 0.f;
-        if (n < N) {
-          t = warp_dot(X + sm.frow[fi] * args.x_rstride, W + n * args.w_rstride, K, lane);
-          if (bias) t += Ty<T>::to_f(bias[n]);
-        }
-        if (lane == 0) sm.t[fi][l] = t;
-      }
-      __syncthreads();
-      if (active) {
+    // ------------------------------------------------------------- store
+    if (active) {
+      T* yb = static_cast<T*>(args.y) + (int64_t)b * M * N;
+      const bool pairs = (N % 2) == 0;
 #pragma unroll
-        for (int ge = 0; ge < 4; ++ge) {
-          if (!flag[ge]) continue;
-          float t[8];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = row0 + 8 * h;
+        if (m >= M) continue;
 #pragma unroll
-          for (int j = 0; j < 8; ++j) t[j] = sm.t[slot[ge]][j];
-          // Locate: weighted over plain residual with the checks c1 = sum t_l, c2 = sum (l+1) t_l
-          // (terms scaled by 1/8 so a huge faulty value cannot overflow), or the only non-finite
-          // element.
-          int p = -1;
-          bool finite = true;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) finite = finite && isfinite(y[j][ge]);
-          if (finite) {
-            float r1 = 0.f, r2 = 0.f;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const float dj = y[j][ge] * 0.125f - t[j] * 0.125f;
-              r1 += dj;
-              r2 += (float)(j + 1) * dj;
-            }
-            const float ratio = r2 / r1, near = rintf(ratio);
-            if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= 8.f) p = (int)near - 1;
+        for (int j = 0; j < 8; ++j) {
+          const int64_t n = col0 + 8 * j;
+          if (pairs && n + 1 < N) {
+            *reinterpret_cast<uint32_t*>(yb + m * N + n) = Ty<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
           } else {
-            int cnt = 0;
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-              if (!isfinite(y[j][ge])) { ++cnt; p = j; }
-            if (cnt != 1) p = -1;
-          }
-          bool ok = false;
-          if (p >= 0) {
-            float s = 0.f;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              if (j == p) y[j][ge] = t[j];
-              s += y[j][ge];
-            }
-            ok = !exceeds(s - chkv[ge], thr[ge / 2]);
-          }
-          if (ok) {
-            atomicAdd(&sm.ncorr, 1);
-          } else {
-            atomicAdd(&sm.nunc, 1);
-            if (args.policy == kRecompute) {
-#pragma unroll
-              for (int j = 0; j < 8; ++j) y[j][ge] = t[j];
-            }
+            if (n < N) yb[m * N + n] = Ty<T>::from_f(y[j][2 * h]);
+            if (n + 1 < N) yb[m * N + n + 1] = Ty<T>::from_f(y[j][2 * h + 1]);
           }
         }
       }
     }
-  }
-  // ------------------------------------------------------------- store
-  if (active) {
-    T* yb = static_cast<T*>(args.y) + (int64_t)b * M * N;
-    const bool pairs = (N % 2) == 0;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t m = row0 + 8 * h;
-      if (m >= M) continue;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t n = col0 + 8 * j;
-        if (pairs && n + 1 < N) {
-          *reinterpret_cast<uint32_t*>(yb + m * N + n) = Ty<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
-        } else {
-          if (n < N) yb[m * N + n] = Ty<T>::from_f(y[j][2 * h]);
-          if (n + 1 < N) yb[m * N + n + 1] = Ty<T>::from_f(y[j][2 * h + 1]);
-        }
-      }
-    }
-  }
   }  // rounds
   if constexpr (PROTECT) {
     __syncthreads();

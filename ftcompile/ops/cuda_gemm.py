@@ -376,8 +376,9 @@ def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, split
 def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
         site: telemetry.Site, *, protect: bool = True, inject: bool = True,
         split: Optional[int] = None, mtile: Optional[int] = None, nbox: Optional[int] = None,
-        stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None, log: Optional[torch.Tensor] = None,
-        dbg: Optional[torch.Tensor] = None, cluster: Optional[int] = None) -> torch.Tensor:
+        stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
+        log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
+        cluster: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -449,7 +450,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         keep.append(ws)
         a.ws = ws.data_ptr()
     if protect:
-        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1, a.wm if thread else 1)
+        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1,
+                       a.wm if thread else 1)
     fn = lib().ft_gemm_thread if thread else lib().ft_gemm_global
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:
