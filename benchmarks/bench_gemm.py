@@ -35,11 +35,6 @@ LLAMA7 = [(4096, 4096), (4096, 11008), (11008, 4096)]
 LLAMA8 = [(4096, 1024), (4096, 14336), (14336, 4096)]
 
 
-def dev_time_ms(fn, reps: int = 15) -> float:
-    """Median ms of one replay of fn (already a graph replay or an eager callable)."""
-    return median_ms(fn, reps)
-
-
 def graph_time(call, sets) -> float:
     """ms per call: one CUDA graph calls `call` once per rotated input set."""
     for args in sets:  # warm-up outside capture (caches, workspaces, lazy init)
@@ -49,7 +44,7 @@ def graph_time(call, sets) -> float:
     with torch.cuda.graph(g):
         for args in sets:
             call(*args)
-    return dev_time_ms(g.replay) / len(sets)
+    return median_ms(g.replay, 15) / len(sets)
 
 
 def make_sets(m, n, k, dtype, bias=True, budget=None):
@@ -69,11 +64,11 @@ def make_sets(m, n, k, dtype, bias=True, budget=None):
 def ceilings():
     n = 1 << 30
     a, b = torch.empty(n, dtype=torch.uint8, device="cuda"), torch.empty(n, dtype=torch.uint8, device="cuda")
-    copy_ms = dev_time_ms(lambda: b.copy_(a))
+    copy_ms = median_ms(lambda: b.copy_(a), 15)
     del a, b
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_ms = dev_time_ms(lambda: torch.mm(x, w))
+    mm_ms = median_ms(lambda: torch.mm(x, w), 15)
     del x, w
     torch.cuda.empty_cache()
     return {"copy_GBs": 2 * n / copy_ms / 1e6, "mm_bf16_TFLOPs": 2 * 8192 ** 3 / mm_ms / 1e9}

@@ -257,12 +257,13 @@ def test_policies_detect_and_raise(scheme):
 
 @needs_hopper
 @pytest.mark.parametrize("scheme", ["global", "thread"])
-def test_nonfinite_inputs_are_reported_once_not_as_faults(scheme):
-    name = f"cu-nonfinite-{scheme}"
+@pytest.mark.parametrize("rows", [300, 8], ids=["several-row-blocks", "one-row-block"])
+def test_nonfinite_inputs_are_reported_once_not_as_faults(scheme, rows):
+    name = f"cu-nonfinite-{scheme}-{rows}"
     sid = site(name)
-    x = _rand(300, 64, dtype=torch.bfloat16)
+    x = _rand(rows, 64, dtype=torch.bfloat16)
     x[1, 3] = float("nan")
-    x[290, 5] = float("inf")
+    x[rows - 2, 5] = float("inf")
     y = OPS[scheme](x, _rand(16, 64, dtype=torch.bfloat16), None, sid)
     assert torch.isnan(y[1]).all() and torch.isfinite(y[0]).all()
     s = _stats(name)

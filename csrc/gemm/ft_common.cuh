@@ -248,4 +248,31 @@ __device__ __forceinline__ float vabft_threshold(float mu, float var, float n, c
 // |d| > t with NaN counted as exceeding (checksum.exceeds).
 __device__ __forceinline__ bool exceeds(float d, float t) { return !(fabsf(d) <= t); }
 
+// ---------------------------------------------------------------- telemetry (one thread per CTA)
+// A CTA's check outcomes into the site's counter row; policy "raise" gets its flag on detection.
+__device__ __forceinline__ void add_outcomes(const Args& args, int ndet, int ncorr, int nunc) {
+  unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
+  if (ndet) atomicAdd(cnt + kDetected, (unsigned long long)ndet);
+  if (ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)ncorr);
+  if (nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)nunc);
+  if (ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
+}
+// Non-finite inputs count once per call. Each of `reporters` CTAs calls this once; with several,
+// they meet on a ticket in the self-cleaning workspace ([done, flag]) and the last one reports.
+__device__ __forceinline__ void count_nonfinite_once(const Args& args, bool nonfinite, int reporters,
+                                                     int* done, int* flag) {
+  unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
+  if (reporters == 1) {
+    if (nonfinite) atomicAdd(cnt + kNonfinite, 1ull);
+    return;
+  }
+  if (nonfinite) atomicExch(flag, 1);
+  __threadfence();
+  if (atomicAdd(done, 1) == reporters - 1) {
+    __threadfence();
+    if (atomicExch(flag, 0)) atomicAdd(cnt + kNonfinite, 1ull);
+    atomicExch(done, 0);
+  }
+}
+
 }  // namespace ftg

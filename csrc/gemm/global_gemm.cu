@@ -560,20 +560,9 @@ __global__ void __launch_bounds__(THREADS, 1)
           fixup_row<T>(args, sm, c.b, (int64_t)c.mt * BM + lr, lr, ct);
         }
         named_bar_sync(2, 256);
-        if (ct == 0) {
-          unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
-          if (sm.ndet) atomicAdd(cnt + kDetected, (unsigned long long)sm.ndet);
-          if (sm.ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)sm.ncorr);
-          if (sm.nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)sm.nunc);
-          if (sm.ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
-          if (sm.ninvalid) atomicExch(ws.flag, 1);
-          __threadfence();
-          const int done = atomicAdd(ws.done, 1);
-          if (done == (int)args.batch * tm_n - 1) {  // the call's last M-tile: report inputs once
-            __threadfence();
-            if (atomicExch(ws.flag, 0)) atomicAdd(cnt + kNonfinite, 1ull);
-            atomicExch(ws.done, 0);
-          }
+        if (ct == 0) {  // the verifier of each M-tile reports its rows' inputs
+          add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
+          count_nonfinite_once(args, sm.ninvalid != 0, (int)args.batch * tm_n, ws.done, ws.flag);
         }
       }
       named_bar_sync(2, 256);  // sm.last / counters are reused by the next tile

@@ -514,23 +514,10 @@ __global__ void __launch_bounds__(THREADS, 2)
   if constexpr (PROTECT) {
     __syncthreads();
     if (tid == 0) {
-      unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
-      if (sm.ndet) atomicAdd(cnt + kDetected, (unsigned long long)sm.ndet);
-      if (sm.ncorr) atomicAdd(cnt + kCorrected, (unsigned long long)sm.ncorr);
-      if (sm.nunc) atomicAdd(cnt + kUncorrectable, (unsigned long long)sm.nunc);
-      if (sm.ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
-      if (tile == 0 && gridDim.y * gridDim.z == 1) {  // one M-block: no cross-CTA ticket needed
-        if (sm.ninvalid || !sm.wfin) atomicAdd(cnt + kNonfinite, 1ull);
-      } else if (tile == 0) {  // non-finite inputs: counted once per call across the M-blocks
+      add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
+      if (tile == 0) {  // the first N tile of each M-block reports its rows' inputs
         int* ws = static_cast<int*>(args.ws);  // [done, flag]
-        if (sm.ninvalid || !sm.wfin) atomicExch(ws + 1, 1);
-        __threadfence();
-        const int done = atomicAdd(ws, 1);
-        if (done == (int)(gridDim.y * gridDim.z) - 1) {
-          __threadfence();
-          if (atomicExch(ws + 1, 0)) atomicAdd(cnt + kNonfinite, 1ull);
-          atomicExch(ws, 0);
-        }
+        count_nonfinite_once(args, sm.ninvalid || !sm.wfin, (int)(gridDim.y * gridDim.z), ws, ws + 1);
       }
     }
   }

@@ -8,10 +8,25 @@ ninja into TORCH_EXTENSIONS_DIR; a failed build is reported once and the referen
 from __future__ import annotations
 
 import functools
+import importlib.util
 import warnings
+from pathlib import Path
 from typing import Callable, Dict, Optional
 
 import torch
+
+def csrc_dir(family: str) -> Path:
+    """csrc/<family> (gemm, attention): in a source checkout (editable install), else in the
+    installed package, where package-dir maps csrc/ to ftcompile.csrc."""
+    here = Path(__file__).resolve().parents[2] / "csrc" / family
+    if here.is_dir():
+        return here
+    spec = importlib.util.find_spec("ftcompile.csrc")
+    for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(loc) / family).is_dir():
+            return Path(loc) / family
+    raise FileNotFoundError(f"ftcompile: csrc/{family} sources not found")
+
 
 # op name -> (supports(*tensors) -> bool, kernel). Filled by ftcompile.ops.kernels on load.
 _KERNELS: Dict[str, tuple] = {}

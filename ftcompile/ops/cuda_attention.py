@@ -33,7 +33,6 @@ import os
 import struct
 import threading
 import warnings
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -83,16 +82,6 @@ _device_buffers: Dict[torch.device, Dict[str, torch.Tensor]] = {}
 _debug = False
 
 
-def _csrc_dir() -> Path:
-    """csrc/attention in a source checkout (editable install), else the installed ftcompile.csrc."""
-    here = Path(__file__).resolve().parents[2] / "csrc" / "attention"
-    if here.is_dir():
-        return here
-    import ftcompile.csrc as pkg  # package-dir maps csrc/ -> ftcompile.csrc in a wheel
-
-    return Path(pkg.__file__).resolve().parent / "attention"
-
-
 @functools.lru_cache(maxsize=None)
 def library(ablate: int = 0) -> ctypes.CDLL:
     """Build (once per process, cached on disk) and load the kernels; raises where impossible.
@@ -101,7 +90,7 @@ def library(ablate: int = 0) -> ctypes.CDLL:
         raise RuntimeError("ftcompile attention kernel: no CUDA device")
     from torch.utils.cpp_extension import load
 
-    src = _csrc_dir()
+    src = cuda.csrc_dir("attention")
     sources = sorted(str(p) for p in src.glob("*.cu"))
     if not sources:
         raise RuntimeError(f"ftcompile attention kernel: no sources in {src}")

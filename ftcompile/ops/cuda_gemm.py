@@ -25,11 +25,9 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import math
 import os
 import threading
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -88,18 +86,6 @@ class _Args(ctypes.Structure):
 
 
 # ----------------------------------------------------------------------------- build / load
-def _source_dir() -> Path:
-    here = Path(__file__).resolve().parents[2] / "csrc" / "gemm"
-    if here.is_dir():
-        return here
-    spec = importlib.util.find_spec("ftcompile.csrc")  # installed: package-dir maps csrc/ there
-    if spec is not None and spec.submodule_search_locations:
-        for loc in spec.submodule_search_locations:
-            if (Path(loc) / "gemm").is_dir():
-                return Path(loc) / "gemm"
-    raise FileNotFoundError("ftcompile: csrc/gemm sources not found")
-
-
 def arch_flag(device=None) -> Tuple[str, str]:
     """(-gencode flag, tag) for the device: sm_90a on Hopper (wgmma and setmaxnreg need the a)."""
     major, minor = torch.cuda.get_device_capability(device)
@@ -114,7 +100,7 @@ def build(verbose: bool = False) -> str:
     flag, arch = arch_flag()
     name = f"ftcompile_gemm_sm{arch}"
     build_dir = _get_build_directory(name, verbose)
-    sources = sorted(str(p) for p in _source_dir().glob("*.cu"))
+    sources = sorted(str(p) for p in cuda.csrc_dir("gemm").glob("*.cu"))
     load(name=name, sources=sources, build_directory=build_dir, verbose=verbose,
          is_python_module=False, extra_cuda_cflags=["-O3", "-std=c++17", flag, "-lineinfo"])
     return os.path.join(build_dir, f"{name}.so")
