@@ -139,10 +139,9 @@ def run_config(cfg, dtype, sid, quick, variants):
         "ours_plain": lambda: ca.attention(q, k, v, None, causal, None, gqa, protect=False),
         "ours_ft": lambda: ca.attention(q, k, v, None, causal, None, gqa, site),
     }
-    if cfg["d"] == 64:  # the other tiling (m16 tiles per warp), both variants
-        other = 3 - ca.M_TILES_D64
-        fns[f"ours_plain_mt{other}"] = lambda: ca.attention(q, k, v, None, causal, None, gqa, protect=False, m_tiles=other)
-        fns[f"ours_ft_mt{other}"] = lambda: ca.attention(q, k, v, None, causal, None, gqa, site, m_tiles=other)
+    # the mma.sync kernel (ours_* run the default, the wgmma kernel where TMA can describe q, k, v)
+    fns["ours_plain_mma"] = lambda: ca.attention(q, k, v, None, causal, None, gqa, protect=False, kernel="mma")
+    fns["ours_ft_mma"] = lambda: ca.attention(q, k, v, None, causal, None, gqa, site, kernel="mma")
     fns["prepass"] = lambda: ca.attention(q, k, v, None, causal, None, gqa, site, prepass_only=True)
     flags = torch.zeros(3, dtype=torch.bool, device="cuda")
     fns["decoupled"] = lambda: decoupled_ft(q, k, v, causal, scale, flags)
@@ -184,6 +183,8 @@ def run_config(cfg, dtype, sid, quick, variants):
         row["ft_overhead_pct"] = 100 * (t["ours_ft"] / t["ours_plain"] - 1)
         row["tflops_ft"] = flops / t["ours_ft"] / 1e9
         row["tflops_plain"] = flops / t["ours_plain"] / 1e9
+    if num(t.get("ours_ft_mma")) and num(t.get("ours_plain_mma")):
+        row["ft_overhead_mma_pct"] = 100 * (t["ours_ft_mma"] / t["ours_plain_mma"] - 1)
     if num(t.get("prepass")) and num(t.get("ours_plain")):
         row["prepass_pct_of_plain"] = 100 * t["prepass"] / t["ours_plain"]
     if num(t.get("ours_ft")) and num(t.get("cudnn")):
@@ -207,9 +208,9 @@ def fmt(x, digits=3):
 
 def markdown(rows, meta):
     head = ("| config | cuDNN ms | FA2 ms | decoupled ms | ours plain ms | ours FT ms | FT overhead | "
-            "FT/cuDNN | decoupled/FT | fault cost (score/pv) | TFLOP/s FT |")
+            "FT/cuDNN | decoupled/FT | fault cost (score/pv) | TFLOP/s FT | mma plain/FT ms | mma overhead |")
     lines = [f"GPU {meta['gpu']}, torch {meta['torch']}, CUDA {meta['cuda']}, {meta['dtype']}, "
-             f"{meta['date']}", "", head, "|" + "---|" * 11]
+             f"{meta['date']}; ours = the wgmma kernel, mma = the mma.sync kernel", "", head, "|" + "---|" * 13]
     for r in rows:
         t = r["times_ms"]
         fc = "/".join(fmt(r.get(f"fault_cost_{s}_pct"), 1) + "%" if isinstance(r.get(f"fault_cost_{s}_pct"), float)
@@ -217,7 +218,9 @@ def markdown(rows, meta):
         lines.append(f"| {r['name']} | {fmt(t.get('cudnn'))} | {fmt(t.get('fa2'))} | {fmt(t.get('decoupled'))} | "
                      f"{fmt(t.get('ours_plain'))} | {fmt(t.get('ours_ft'))} | "
                      f"{fmt(r.get('ft_overhead_pct'), 1)}% | {fmt(r.get('ft_vs_cudnn'), 2)} | "
-                     f"{fmt(r.get('decoupled_speedup'), 2)} | {fc} | {fmt(r.get('tflops_ft'), 0)} |")
+                     f"{fmt(r.get('decoupled_speedup'), 2)} | {fc} | {fmt(r.get('tflops_ft'), 0)} | "
+                     f"{fmt(t.get('ours_plain_mma'))}/{fmt(t.get('ours_ft_mma'))} | "
+                     f"{fmt(r.get('ft_overhead_mma_pct'), 1)}% |")
     paper = [r for r in rows if r.get("paper") and isinstance(r.get("ft_overhead_pct"), float)]
     if paper:
         lines += ["", f"Paper configurations: mean FT overhead over our unprotected kernel "
@@ -340,8 +343,8 @@ def main():
         return
     dtype = DTYPES[args.dtype]
     sid = ftcompile.register_site("bench.attention", "attention")
-    variants = ["cudnn", "fa2", "decoupled", "ours_plain", "ours_ft", "ours_plain_mt1", "ours_ft_mt1",
-                "ours_plain_mt2", "ours_ft_mt2", "prepass", "ours_ft_fault_score", "ours_ft_fault_pv", "op_fault_pv"]
+    variants = ["cudnn", "fa2", "decoupled", "ours_plain", "ours_ft", "ours_plain_mma", "ours_ft_mma",
+                "prepass", "ours_ft_fault_score", "ours_ft_fault_pv", "op_fault_pv"]
     configs = paper_configs() + extra_configs()
     if args.only:
         keys = args.only.split(",")
@@ -357,7 +360,7 @@ def main():
         print(f"{cfg['name']:>28}: plain {fmt(t.get('ours_plain'))} ft {fmt(t.get('ours_ft'))} "
               f"({fmt(r.get('ft_overhead_pct'), 1)}%) cudnn {fmt(t.get('cudnn'))} fa2 {fmt(t.get('fa2'))} "
               f"dec {fmt(t.get('decoupled'))} pre {fmt(t.get('prepass'))} "
-              f"mt1 {fmt(t.get('ours_plain_mt1'))}/{fmt(t.get('ours_ft_mt1'))} fault {fmt(t.get('ours_ft_fault_score'))}/"
+              f"mma {fmt(t.get('ours_plain_mma'))}/{fmt(t.get('ours_ft_mma'))} fault {fmt(t.get('ours_ft_fault_score'))}/"
               f"{fmt(t.get('ours_ft_fault_pv'))} op {fmt(t.get('op_fault_pv'))} alarms {r['alarms']}", flush=True)
     mem = []
     if not args.only:

@@ -39,7 +39,7 @@ if [[ $MODE == full || $MODE == check || $MODE == quick || $MODE == tests ]]; th
     grep -E "ERROR SUMMARY|Invalid|out of bounds" "$OUT/memcheck.log" | head -8 | tee -a "$LOG"
   fi
   stamp "tests"
-  timeout 200 pytest -q -rfEs -p no:cacheprovider tests/test_cuda_attention.py >"$OUT/tests.log" 2>&1 || stamp "tests rc=$?"
+  timeout ${TEST_TIMEOUT:-330} pytest -q -rfEs -p no:cacheprovider tests/test_cuda_attention.py >"$OUT/tests.log" 2>&1 || stamp "tests rc=$?"
   stamp "tests done"
 fi
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
-flags=(-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-fvisibility=hidden)
+flags=(-O3 -std=c++17 -Icsrc/common -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC,-fvisibility=hidden)
 for family in gemm attention; do
   objs=() pids=()
   for src in csrc/$family/*.cu; do

@@ -113,16 +113,28 @@ CASES = {
 }
 
 
-# (head dim, m16 tiles per warp): d=64 has both tilings, d=128 one
-TILINGS = [(64, 1), (64, 2), (128, 1)]
+# (head dim, kernel): the wgmma kernel, and the mma kernel with 1 or 2 m16 tiles per warp (d=128: 1)
+TILINGS = [(64, "wgmma"), (64, "mma1"), (64, "mma2"), (128, "wgmma"), (128, "mma1")]
+KERNELS = ["wgmma", "mma2"]
+
+
+def _use(kern, monkeypatch):
+    """Run the tests' calls on one kernel: "wgmma", or "mma1"/"mma2" (mma.sync, m16 tiles per warp)."""
+    monkeypatch.setattr(ca, "KERNEL", "wgmma" if kern == "wgmma" else "mma")
+    if kern != "wgmma":
+        monkeypatch.setattr(ca, "M_TILES_D64", int(kern[-1]))
+
+
+def _ran(kern):
+    return ca.last_kernel() == ("wgmma" if kern == "wgmma" else "mma")
 
 
 @needs_gpu
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("d,kern", TILINGS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_matches_fp64_reference_by_the_2x_rule(case, d, mt, dtype, monkeypatch):
-    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch):
+    _use(kern, monkeypatch)
     c = CASES[case]
     gen = torch.Generator(device="cuda").manual_seed(hash((case, d)) % 2 ** 31)
     b, hq, hk = 2, c.get("hq", 4), c.get("hk", c.get("hq", 4))
@@ -137,12 +149,14 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, mt, dtype, monkeypatch):
     if c.get("three_d"):
         q, k, v = q[0], k[0], v[0]
     causal, scale, gqa = c.get("causal", False), c.get("scale"), hq != hk
-    name = f"num-{case}-{d}-{mt}-{dtype}"
+    name = f"num-{case}-{d}-{kern}-{dtype}"
     sid = site(name, "attention")
     ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64)
     torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double() - ref).abs().max()
     out = torch.ops.ftcompile.attention(q, k, v, mask, causal, scale, gqa, sid)
+    assert _ran(kern)
     plain = ca.attention(q, k, v, mask, causal, scale, gqa, protect=False)
+    assert _ran(kern)
     assert out.shape == ref.shape and out.dtype == dtype
     for o in (out, plain):
         assert torch.isfinite(o).all()
@@ -168,10 +182,12 @@ def test_fully_masked_rows_give_zero_like_sdpa():
 
 @needs_gpu
 @pytest.mark.parametrize("d", DIMS)
-def test_no_false_alarms_over_realistic_distributions(d):
+@pytest.mark.parametrize("kern", KERNELS)
+def test_no_false_alarms_over_realistic_distributions(d, kern, monkeypatch):
+    _use(kern, monkeypatch)
     """Peaked and flat rows, shifted keys, masked keys and rows, causal, long rows: nothing counted,
     and no alarm confirmed as a fault by recomputation."""
-    name = f"cuda-clean-{d}"
+    name = f"cuda-clean-{d}-{kern}"
     sid = site(name, "attention")
     ca.reset_diagnostics()
     tiles = 0
@@ -202,11 +218,11 @@ FAULT_INDEX = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 
 
 @needs_gpu
 @pytest.mark.parametrize("stage", STAGES)
-@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("d,kern", TILINGS)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_fault_each_stage_detected_and_corrected(stage, d, mt, dtype, monkeypatch):
-    monkeypatch.setattr(ca, "M_TILES_D64", mt)
-    name = f"cuda-fault-{stage}-{d}-{mt}-{dtype}"
+def test_fault_each_stage_detected_and_corrected(stage, d, kern, dtype, monkeypatch):
+    _use(kern, monkeypatch)
+    name = f"cuda-fault-{stage}-{d}-{kern}-{dtype}"
     sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = _inputs(2, 3, 3, 40, 150, d, dtype, gen)
@@ -224,18 +240,18 @@ def test_fault_each_stage_detected_and_corrected(stage, d, mt, dtype, monkeypatc
 
 
 @needs_gpu
-@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("d,kern", TILINGS)
 @pytest.mark.parametrize("fault", [dict(value=10.0), dict(bit=30, fmt="fp32"), dict(bit=27, fmt="fp32"),
                                    dict(bit=14, fmt="bf16")])
-def test_random_faults_detected_and_corrected(d, mt, fault, monkeypatch):
-    monkeypatch.setattr(ca, "M_TILES_D64", mt)
+def test_random_faults_detected_and_corrected(d, kern, fault, monkeypatch):
+    _use(kern, monkeypatch)
     """Drawn tile and element (the reference's generator), value and bit-flip faults, every stage."""
     dtype = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(3)
     q, k, v = _inputs(1, 4, 4, 200, 330, d, dtype, gen)
     for stage in STAGES:
         for seed in range(3):
-            name = f"cuda-rand-{d}-{mt}-{stage}-{seed}-{fault.get('bit')}"
+            name = f"cuda-rand-{d}-{kern}-{stage}-{seed}-{fault.get('bit')}"
             sid = site(name, "attention")
             clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
             with inject(FaultSpec(site=name, stage=stage, seed=seed, **fault)) as inj:
@@ -251,56 +267,64 @@ def test_random_faults_detected_and_corrected(d, mt, fault, monkeypatch):
 
 
 @needs_gpu
-def test_two_faults_in_one_output_row_are_uncorrectable_and_recompute_repairs():
+@pytest.mark.parametrize("kern", KERNELS)
+def test_two_faults_in_one_output_row_are_uncorrectable_and_recompute_repairs(kern, monkeypatch):
+    _use(kern, monkeypatch)
     gen = torch.Generator(device="cuda").manual_seed(11)
     q, k, v = _inputs(1, 2, 2, 64, 200, 64, torch.bfloat16, gen)
-    sid = site("cuda-multi", "attention")
+    sid = site(f"cuda-multi-{kern}", "attention")
     clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
-    with inject(FaultSpec(site="cuda-multi", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
+    with inject(FaultSpec(site=f"cuda-multi-{kern}", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
-    s = _stats("cuda-multi")
+    s = _stats(f"cuda-multi-{kern}")
     assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
     assert not torch.allclose(y, clean)
-    rid = site("cuda-multi-re", "attention", policy="recompute")
-    with inject(FaultSpec(site="cuda-multi-re", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
+    rid = site(f"cuda-multi-re-{kern}", "attention", policy="recompute")
+    with inject(FaultSpec(site=f"cuda-multi-re-{kern}", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, rid)
     torch.testing.assert_close(y, clean, rtol=0, atol=0)
-    assert _stats("cuda-multi-re")["uncorrectable"] >= 1
+    assert _stats(f"cuda-multi-re-{kern}")["uncorrectable"] >= 1
 
 
 @needs_gpu
-def test_two_score_faults_in_one_group_are_repaired_by_recomputation():
+@pytest.mark.parametrize("kern", KERNELS)
+def test_two_score_faults_in_one_group_are_repaired_by_recomputation(kern, monkeypatch):
+    _use(kern, monkeypatch)
     gen = torch.Generator(device="cuda").manual_seed(12)
     q, k, v = _inputs(1, 2, 2, 64, 200, 64, torch.float16, gen)
-    sid = site("cuda-multi-score", "attention")
+    sid = site(f"cuda-multi-score-{kern}", "attention")
     clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
-    with inject(FaultSpec(site="cuda-multi-score", stage="score", index=(0, 1, 9, 70), k_step=1,
+    with inject(FaultSpec(site=f"cuda-multi-score-{kern}", stage="score", index=(0, 1, 9, 70), k_step=1,
                           value=3.0, count=2)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
     torch.testing.assert_close(y, clean, rtol=0, atol=0)  # the tile was recomputed
-    assert _stats("cuda-multi-score")["detected"] == 1
+    assert _stats(f"cuda-multi-score-{kern}")["detected"] == 1
 
 
 @needs_gpu
-def test_policies_detect_and_raise():
+@pytest.mark.parametrize("kern", KERNELS)
+def test_policies_detect_and_raise(kern, monkeypatch):
+    _use(kern, monkeypatch)
     gen = torch.Generator(device="cuda").manual_seed(5)
     q, k, v = _inputs(1, 2, 2, 64, 128, 64, torch.bfloat16, gen)
-    sid = site("cuda-detect", "attention", policy="detect")
+    sid = site(f"cuda-detect-{kern}", "attention", policy="detect")
     clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
-    with inject(FaultSpec(site="cuda-detect", stage="pv", index=(0, 1, 3, 7), k_step=1, value=8.0)):
+    with inject(FaultSpec(site=f"cuda-detect-{kern}", stage="pv", index=(0, 1, 3, 7), k_step=1, value=8.0)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
-    assert _stats("cuda-detect")["detected"] == 1 and _stats("cuda-detect")["corrected"] == 0
+    assert _stats(f"cuda-detect-{kern}")["detected"] == 1 and _stats(f"cuda-detect-{kern}")["corrected"] == 0
     assert (y - clean)[0, 1, 3, 7].abs() > 0.1
-    rid = site("enc.layer.0.attention", "attention", policy="raise")
+    rid = site(f"enc.layer.0.attention.{kern}", "attention", policy="raise")
     with inject(FaultSpec(site=rid, stage="pv", value=5.0)):
-        with pytest.raises(FaultDetected, match="enc.layer.0.attention"):
+        with pytest.raises(FaultDetected, match=f"enc.layer.0.attention.{kern}"):
             torch.ops.ftcompile.attention(q, k, v, None, False, None, False, rid)
 
 
 @needs_gpu
 @pytest.mark.parametrize("where", ["q", "k", "v"])
-def test_nonfinite_inputs_are_reported_as_inputs_not_faults(where):
-    name = f"cuda-nonfinite-{where}"
+@pytest.mark.parametrize("kern", KERNELS)
+def test_nonfinite_inputs_are_reported_as_inputs_not_faults(where, kern, monkeypatch):
+    _use(kern, monkeypatch)
+    name = f"cuda-nonfinite-{where}-{kern}"
     sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(9)
     q, k, v = _inputs(1, 2, 2, 70, 90, 64, torch.bfloat16, gen)
@@ -312,8 +336,10 @@ def test_nonfinite_inputs_are_reported_as_inputs_not_faults(where):
 
 @needs_gpu
 @pytest.mark.parametrize("d,heads", [(64, 16), (128, 32)])
-def test_32k_tokens_fit(d, heads):
-    sid = site(f"cuda-32k-{d}", "attention")
+@pytest.mark.parametrize("kern", KERNELS)
+def test_32k_tokens_fit(d, heads, kern, monkeypatch):
+    _use(kern, monkeypatch)
+    sid = site(f"cuda-32k-{d}-{kern}", "attention")
     gen = torch.Generator(device="cuda").manual_seed(1)
     q, k, v = _inputs(1, heads, heads, 32768, 32768, d, torch.bfloat16, gen)
     out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
@@ -323,25 +349,27 @@ def test_32k_tokens_fit(d, heads):
     keep = torch.arange(32768, device="cuda")[None, :] <= rows
     ref = _sdpa(q[:, :2, -64:], k[:, :2], v[:, :2], keep, False, None, False, torch.float64)
     assert (out[:, :2, -64:].double() - ref).abs().max() < 2e-2
-    assert _stats(f"cuda-32k-{d}")["detected"] == 0
+    assert _stats(f"cuda-32k-{d}-{kern}")["detected"] == 0
 
 
 @needs_gpu
-def test_opcheck_on_cuda():
-    sid = site("cuda-opcheck", "attention")
+@pytest.mark.parametrize("kern", KERNELS)
+def test_opcheck_on_cuda(kern, monkeypatch):
+    _use(kern, monkeypatch)
+    sid = site(f"cuda-opcheck-{kern}", "attention")
     gen = torch.Generator(device="cuda").manual_seed(2)
     q, k, v = _inputs(1, 2, 2, 40, 70, 64, torch.bfloat16, gen)
     torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, True, None, False, sid))
 
 
 @needs_gpu
-@pytest.mark.parametrize("d,mt", TILINGS)
+@pytest.mark.parametrize("d,kern", TILINGS)
 @pytest.mark.parametrize("value", [1e38, 3e38, -3e38])
-def test_huge_score_fault_is_not_hidden_by_overflow(d, mt, value, monkeypatch):
+def test_huge_score_fault_is_not_hidden_by_overflow(d, kern, value, monkeypatch):
     """A score made huge (an exponent-bit flip) overflows 16*m in the unified check's tolerance; the
     check must still fire (it once passed such a fault and the row silently became one-hot)."""
-    monkeypatch.setattr(ca, "M_TILES_D64", mt)
-    name = f"cuda-huge-{d}-{mt}-{value}"
+    _use(kern, monkeypatch)
+    name = f"cuda-huge-{d}-{kern}-{value}"
     sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(21)
     q, k, v = _inputs(1, 2, 2, 200, 256, d, torch.bfloat16, gen)

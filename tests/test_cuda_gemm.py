@@ -67,7 +67,7 @@ def test_argument_block_matches_ctypes_mirror(tmp_path):
     src = sorted(str(p) for p in (Path(cuda_gemm.__file__).resolve().parents[2] / "csrc" / "gemm").glob("*.cu"))
     out = tmp_path / "libftgemm.so"
     cmd = [nvcc, "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC",
-           "-shared", *src, "-o", str(out)]
+           f"-I{cuda_gemm.cuda.csrc_dir('common')}", "-shared", *src, "-o", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]
     lib = ctypes.CDLL(str(out))

@@ -1,11 +1,13 @@
 // C entry point: argument checks at the boundary, then dispatch on (dtype, head dim, protection).
 #include "efta_api.cuh"
+#include "tma_host.cuh"
 
 using namespace efta;
 
 static int make_params(const HostArgs* a, Params& p) {
   if (a == nullptr) return EFTA_ERR_ARGS;
   if ((a->D != 64 && a->D != 128) || (a->dtype != 0 && a->dtype != 1)) return EFTA_ERR_ARGS;
+  if (a->variant < 0 || a->variant > 2) return EFTA_ERR_ARGS;
   if (a->B < 1 || a->Hq < 1 || a->Hk < 1 || a->Hq % a->Hk || a->Sq < 1 || a->Sk < 1 || a->scale <= 0.0)
     return EFTA_ERR_ARGS;
   if (a->B > 65535 || a->Hq > 65535 || a->n_inj > kMaxInj || a->n_tiles != (a->Sk + kBlockN - 1) / kBlockN)
@@ -28,6 +30,7 @@ static int make_params(const HostArgs* a, Params& p) {
   p.kc = reinterpret_cast<const void*>(a->kc);
   p.kn = reinterpret_cast<const float*>(a->kn);
   p.vc = reinterpret_cast<const void*>(a->vc);
+  p.vc_t = a->variant == 2 ? 1 : 0;  // the prepass entry writes the layout the wgmma kernel reads
   p.kc_unscale = (float)a->kc_unscale; p.vc1_unscale = (float)a->vc1_unscale; p.vc2_unscale = (float)a->vc2_unscale;
   p.c_gemm = (float)a->c_gemm; p.e_out = (float)a->e_out; p.tol_agree = (float)a->tol_agree;
   p.policy = (int)a->policy;
@@ -42,12 +45,45 @@ static int make_params(const HostArgs* a, Params& p) {
   return 0;
 }
 
-extern "C" EFTA_API int efta_attention_forward(const HostArgs* a) {
+// q, k, v and the checksum tensors as TMA maps; false where TMA cannot describe them.
+static bool make_maps(const HostArgs* a, Maps& m) {
+  const int64_t q_dims[4] = {a->D, a->Sq, a->Hq, a->B}, q_str[4] = {1, a->q_ss, a->q_sh, a->q_sb};
+  const int64_t k_dims[4] = {a->D, a->Sk, a->Hk, a->B}, k_str[4] = {1, a->k_ss, a->k_sh, a->k_sb};
+  const int64_t v_str[4] = {1, a->v_ss, a->v_sh, a->v_sb};
+  if (!sm90::make_tmap_16b(&m.q, reinterpret_cast<const void*>(a->q), 4, q_dims, q_str, sm90_block_m((int)a->D)) ||
+      !sm90::make_tmap_16b(&m.k, reinterpret_cast<const void*>(a->k), 4, k_dims, k_str, kBlockN) ||
+      !sm90::make_tmap_16b(&m.v, reinterpret_cast<const void*>(a->v), 4, k_dims, v_str, kBlockN))
+    return false;
+  m.kc = m.vc = m.q;  // placeholders without protection
+  if (a->protect) {
+    const int64_t rows = a->B * a->Hk * a->n_tiles * 8;
+    const int64_t kc_dims[2] = {a->D, rows}, kc_str[2] = {1, a->D};
+    const int64_t vc_dims[2] = {kBlockN, rows}, vc_str[2] = {1, kBlockN};
+    if (!sm90::make_tmap_16b(&m.kc, reinterpret_cast<const void*>(a->kc), 2, kc_dims, kc_str, 8) ||
+        !sm90::make_tmap_16b(&m.vc, reinterpret_cast<const void*>(a->vc), 2, vc_dims, vc_str, 8))
+      return false;
+  }
+  return true;
+}
+
+extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   Params p;
   if (int rc = make_params(a, p)) return rc;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
   const bool prot = a->protect != 0;
   cudaError_t e;
+  Maps maps;
+  if (a->variant != 1 && make_maps(a, maps)) {
+    p.vc_t = 1;
+    a->variant = 2;
+    if (a->dtype == 0)
+      e = a->D == 64 ? launch_sm90_bf16_64(p, maps, prot, s) : launch_sm90_bf16_128(p, maps, prot, s);
+    else
+      e = a->D == 64 ? launch_sm90_fp16_64(p, maps, prot, s) : launch_sm90_fp16_128(p, maps, prot, s);
+    return (int)e;
+  }
+  if (a->variant == 2) return EFTA_ERR_TMAP;
+  a->variant = 1;
   const int mt = a->mtiles == 1 ? 1 : 2;  // d=64: 1 or 2 m16 tiles per warp (default 2); d=128: 1
   if (a->dtype == 0) e = a->D == 64 ? launch_bf16_64(p, prot, mt, s) : launch_bf16_128(p, prot, mt, s);
   else e = a->D == 64 ? launch_fp16_64(p, prot, mt, s) : launch_fp16_128(p, prot, mt, s);

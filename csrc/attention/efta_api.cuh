@@ -11,6 +11,7 @@ struct HostArgs {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int64_t mask, m_sb, m_sh, m_sq, m_sk;
   int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
+  int64_t variant;  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma; out: 1 or 2 ran
   int64_t kc, kn, vc;
   int64_t policy, counters, alarms, dbg, nf_token, call_id, inj, n_inj, inj_log;
   int64_t stream;
@@ -21,6 +22,16 @@ cudaError_t launch_bf16_64(const Params& p, bool protect, int mt, cudaStream_t s
 cudaError_t launch_bf16_128(const Params& p, bool protect, int mt, cudaStream_t s);
 cudaError_t launch_fp16_64(const Params& p, bool protect, int mt, cudaStream_t s);
 cudaError_t launch_fp16_128(const Params& p, bool protect, int mt, cudaStream_t s);
+// Query rows per CTA of the wgmma kernel: 64 per consumer warpgroup, 3 warpgroups at d=64, 2 at d=128.
+__host__ __device__ constexpr int sm90_block_m(int D) { return D == 64 ? 192 : 128; }
+// TMA maps of the wgmma kernel: q, k, v [B, H, S, D] and the checksum tensors (protected only).
+struct Maps {
+  CUtensorMap q, k, v, kc, vc;
+};
+cudaError_t launch_sm90_bf16_64(const Params& p, const Maps& m, bool protect, cudaStream_t s);
+cudaError_t launch_sm90_bf16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s);
+cudaError_t launch_sm90_fp16_64(const Params& p, const Maps& m, bool protect, cudaStream_t s);
+cudaError_t launch_sm90_fp16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s);
 cudaError_t prepass_bf16_64(const Params& p, cudaStream_t s);
 cudaError_t prepass_bf16_128(const Params& p, cudaStream_t s);
 cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s);
@@ -33,3 +44,4 @@ cudaError_t prepass_fp16_128(const Params& p, cudaStream_t s);
 
 // Error codes besides cudaError_t values.
 #define EFTA_ERR_ARGS 200001
+#define EFTA_ERR_TMAP 200002  // variant 2 asked for, but TMA cannot describe the tensors

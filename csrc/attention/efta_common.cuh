@@ -7,7 +7,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "sm90.cuh"
+
 namespace efta {
+using namespace sm90;  // smem_u32, mbarrier, TMA, wgmma (csrc/common)
 
 constexpr int kBlockM = 128;  // query rows per CTA: 4 warps x 2 m16 tiles (B fragments reused twice)
 constexpr int kBlockN = 64;   // keys per tile: the reference's BC, so tile indices mean the same thing
@@ -44,7 +47,8 @@ struct Params {
   // protection
   const void* kc;     // [B, Hk, n_tiles, 8, D] hi/lo strided checksums of K (prepass)
   const float* kn;    // [B, Hk, n_tiles, 4] sum of ||k||_2 per checksum group
-  const void* vc;     // [B, Hk, n_tiles*64, 8] checksum columns of V
+  const void* vc;     // checksum columns of V: [B, Hk, n_tiles*64, 8], or [B, Hk, n_tiles, 8, 64] (vc_t)
+  int vc_t;           // column-major V checksums (the wgmma kernel reads them as a K-major B operand)
   float kc_unscale, vc1_unscale, vc2_unscale;
   float c_gemm;       // QK residual bound relative to ||q|| * sum ||k||
   float e_out;        // final-check bound relative to sum_k p_k sum_d |v_kd|
@@ -56,10 +60,6 @@ struct Params {
   int* nf_token; int call_id;    // count non-finite inputs once per call
   const InjRec* inj; int n_inj; float* inj_log;  // [n_inj][2]: before, after
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
   // src-size 0 zero-fills the 16 bytes: rows past the sequence end read as zeros.

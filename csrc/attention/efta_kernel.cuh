@@ -432,85 +432,88 @@ __device__ __forceinline__ void bump(unsigned long long* counters, int field, un
   if (n) atomicAdd(counters + field, (unsigned long long)n);
 }
 
-// One key tile for one warp: S, softmax and its checks, then (checked data only) the online update
-// and PV. An alarm is confirmed by recomputing the tile before its P reaches O (Algorithm 1: "error
-// verification must be performed at each iteration to prevent error propagation"). kHooks: the
-// instantiation that applies fault injections; the hot one (false) carries no injection code at all
-// (measured: dead hook code in the loop cost 16-22 % of the kernel's time, NOTES_attention.md).
-template <typename T, int D, bool kProtect, bool kQRegs, bool kMasked, bool kHooks, int MT>
-__device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)[MT][D / 16][4], uint32_t sQ, uint32_t sK,
-                                          uint32_t sV, uint32_t sKc, uint32_t sVc, const LaneOff& L, const Ctx& cx,
-                                          int policy, bool count, unsigned long long* counters, bool& nonfinite_in,
-                                          unsigned long long* alarms) {
-  const int lane = cx.lane, tq = lane & 3;
-  float s[MT][8][4], sc[MT][4];
-  qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
-  if constexpr (kProtect && kHooks) {
-    for_recs(cx, kScore, [&](int r, const InjRec& rec) {
-      inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
-    });
-  }
-  TileOut<MT> to;
-  softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, kHooks);
-  check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
+// Pieces of one key tile's protection shared by both kernels (this file's tile_step and the wgmma
+// kernel's loop, efta_sm90.cuh).
+template <int MT>
+__device__ __forceinline__ bool tile_alarm(const TileOut<MT>& to) {
+  bool bad = false;
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) bad |= to.rowbad[rr] | to.grpbad[rr];
+  return bad;
+}
 
-  if constexpr (kProtect) {
-    bool bad = false;
+// What an alarmed tile's first pass computed, to compare with its recomputation.
+template <int MT>
+struct Alarm1 {
+  uint32_t flags, fp[2 * MT];
+  float m[2 * MT];
+};
+template <int MT>
+__device__ __forceinline__ Alarm1<MT> alarm_record(const TileOut<MT>& to) {
+  Alarm1<MT> a;
+  a.flags = 0u;
 #pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) bad |= to.rowbad[rr] | to.grpbad[rr];
-    if (kAbl < 1 && __any_sync(kFull, bad)) {
-      // Confirm by recomputing the tile: the MMAs are deterministic, so the data changes only if a
-      // fault hit the first pass. The recomputed tile is the one that continues (the correction).
-      uint32_t flags = 0u, fp[2 * MT];
-      float fm[2 * MT];
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    a.m[rr] = to.m_new[rr];
+    a.flags |= (to.rowbad[rr] ? 1u : 0u) << rr;
+    a.flags |= (to.grpbad[rr] ? 16u : 0u) << rr;
+    a.fp[rr] = fingerprint(to, rr);
+  }
+  return a;
+}
+
+template <int MT>
+__device__ __forceinline__ bool any_nonfinite(const float (&s)[MT][8][4], const float (&sc)[MT][4]) {
+  bool nf = false;
 #pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) {
-        fm[rr] = to.m_new[rr];
-        flags |= (to.rowbad[rr] ? 1u : 0u) << rr;
-        flags |= (to.grpbad[rr] ? 16u : 0u) << rr;
-        fp[rr] = fingerprint(to, rr);
-      }
-      qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
-      bool nonfinite = false;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) nf |= !isfinite(s[mt][nt][e]);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) nonfinite |= !isfinite(s[mt][nt][e]);
+    for (int e = 0; e < 4; ++e) nf |= !isfinite(sc[mt][e]);
+  }
+  return nf;
+}
+
+// Compare the recomputed tile (to) with the first pass (a): the MMAs are deterministic, so data that
+// changed was hit by a fault. Counts the faults (count: first attempt only) and the diagnostics.
+template <int MT>
+__device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut<MT>& to, int lane, int policy,
+                                              bool count, unsigned long long* counters,
+                                              unsigned long long* alarms) {
+  const int tq = lane & 3;
+  const bool fix = policy == kCorrect || policy == kRecompute;
+  unsigned faults = 0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) nonfinite |= !isfinite(sc[mt][e]);
-      }
-      softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, false);
-      check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
-      const bool fix = policy == kCorrect || policy == kRecompute;
-      unsigned faults = 0;
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) {
-        if ((flags >> rr) & 1u) {
-          if (tq == 0) ++faults;  // a rowmax fault: one per row (the quad computed the max redundantly)
-        } else if (__float_as_uint(fm[rr]) != __float_as_uint(to.m_new[rr])) {
-          if (tq == 0) ++faults;  // a score fault that moved the max: every group of the row changed, one fault
-        } else if ((flags >> (rr + 4)) & 1u) {
-          if (fp[rr] != fingerprint(to, rr)) ++faults;  // the group's data changed: it was a fault
-        }
-      }
-      nonfinite_in |= nonfinite;
-      if (count && faults) {
-        bump(counters, kDetected, faults);
-        if (fix) bump(counters, kCorrected, faults);
-      }
-      if (alarms != nullptr) {
-        const unsigned f = __reduce_add_sync(kFull, faults);
-        if (lane == 0) {
-          atomicAdd(alarms + kTileAlarms, 1ull);
-          if (f) atomicAdd(alarms + kTileFaults, (unsigned long long)f);
-        }
-      }
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    if ((a.flags >> rr) & 1u) {
+      if (tq == 0) ++faults;  // a rowmax fault: one per row (the quad computed the max redundantly)
+    } else if (__float_as_uint(a.m[rr]) != __float_as_uint(to.m_new[rr])) {
+      if (tq == 0) ++faults;  // a score fault that moved the max: every group of the row changed, one fault
+    } else if ((a.flags >> (rr + 4)) & 1u) {
+      if (a.fp[rr] != fingerprint(to, rr)) ++faults;  // the group's data changed: it was a fault
     }
   }
+  if (count && faults) {
+    bump(counters, kDetected, faults);
+    if (fix) bump(counters, kCorrected, faults);
+  }
+  if (alarms != nullptr) {
+    const unsigned f = __reduce_add_sync(kFull, faults);
+    if (lane == 0) {
+      atomicAdd(alarms + kTileAlarms, 1ull);
+      if (f) atomicAdd(alarms + kTileFaults, (unsigned long long)f);
+    }
+  }
+}
 
-  // Online softmax update (Algorithm 1, lines 17-20).
+// Online softmax update (Algorithm 1, lines 17-20): m, l, the row-sum lower bound, O (and O^c)
+// rescaled; the rowsum and rescale injection hooks of tile cx.t.
+template <int D, bool kProtect, bool kHooks, int MT>
+__device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT>& to, const Ctx& cx) {
+  const int lane = cx.lane, tq = lane & 3;
   float alpha[2 * MT];
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -557,20 +560,198 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)
   }
   if constexpr (kProtect && kHooks) {
     for_recs(cx, kRescale, [&](int r, const InjRec& rec) {
-        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, cx.lane);
       });
   }
-  pv_mma<T, D, kProtect>(st, to.pa, sV, sVc, L, lane);
+}
+
+// The PV-accumulator injection hook of tile cx.t (after that tile's PV MMAs).
+template <int D, bool kProtect, bool kHooks, int MT>
+__device__ __forceinline__ void pv_hooks(State<D, MT>& st, const Ctx& cx) {
   if constexpr (kProtect && kHooks) {
     for_recs(cx, kPV, [&](int r, const InjRec& rec) {
-        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+        inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, cx.lane);
       });
   }
+}
+
+// One key tile for one warp: S, softmax and its checks, then (checked data only) the online update
+// and PV. An alarm is confirmed by recomputing the tile before its P reaches O (Algorithm 1: "error
+// verification must be performed at each iteration to prevent error propagation"). kHooks: the
+// instantiation that applies fault injections; the hot one (false) carries no injection code at all
+// (measured: dead hook code in the loop cost 16-22 % of the kernel's time, NOTES_attention.md).
+template <typename T, int D, bool kProtect, bool kQRegs, bool kMasked, bool kHooks, int MT>
+__device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)[MT][D / 16][4], uint32_t sQ, uint32_t sK,
+                                          uint32_t sV, uint32_t sKc, uint32_t sVc, const LaneOff& L, const Ctx& cx,
+                                          int policy, bool count, unsigned long long* counters, bool& nonfinite_in,
+                                          unsigned long long* alarms) {
+  const int lane = cx.lane;
+  float s[MT][8][4], sc[MT][4];
+  qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+  if constexpr (kProtect && kHooks) {
+    for_recs(cx, kScore, [&](int r, const InjRec& rec) {
+      inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+    });
+  }
+  TileOut<MT> to;
+  softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, kHooks);
+  check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
+
+  if constexpr (kProtect) {
+    if (kAbl < 1 && __any_sync(kFull, tile_alarm(to))) {
+      // Confirm by recomputing the tile; the recomputed tile is the one that continues (the correction).
+      const Alarm1<MT> a1 = alarm_record(to);
+      qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+      nonfinite_in |= any_nonfinite(s, sc);
+      softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, false);
+      check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
+      alarm_outcome(a1, to, lane, policy, count, counters, alarms);
+    }
+  }
+  online_update<D, kProtect, kHooks>(st, to, cx);
+  pv_mma<T, D, kProtect>(st, to.pa, sV, sVc, L, lane);
+  pv_hooks<D, kProtect, kHooks>(st, cx);
 }
 
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(kFull, x, 1);
   return x + __shfl_xor_sync(kFull, x, 2);
+}
+
+// End of a block (Algorithm 1, lines 21-29) for one warp whose rows start at row0: row sums and SNVR
+// on l, normalisation, verification of GEMM-II + rescale + normalisation, and the store. On the second
+// attempt (first = false), a row flagged by the final check is compared element by element with what
+// the first pass stored. Sets rerun where the block must be recomputed.
+template <typename T, int D, bool kProtect, int MT>
+__device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, T* go, int row0, int lane, bool first,
+                                             bool (&redo)[2 * MT], bool& rerun, bool& nonfinite_in) {
+  const int tq = lane & 3, rq = lane >> 2;
+  const bool fix = p.policy == kCorrect || p.policy == kRecompute;
+  float inv[2 * MT];
+  bool has_key[2 * MT], row_nf[2 * MT];
+  float c1[2 * MT], ab[2 * MT];
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    st.l[rr] = quad_sum(st.l[rr]);
+    has_key[rr] = st.m[rr] != -INFINITY;
+    row_nf[rr] = false;
+  }
+  if constexpr (kProtect && kAbl < 4) {
+    const int base = lane & ~3;
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      const int mt = rr >> 1, hh = rr & 1;
+      const float v0 = st.oc[mt][2 * hh], v1 = st.oc[mt][2 * hh + 1];
+      // columns [c1 hi, c1 lo, c1 lo2, -, -, -, ones, |v|], two per lane of the quad
+      const float c1a = __shfl_sync(kFull, v0 + v1, base), c1b = __shfl_sync(kFull, v0, base + 1);
+      const float lm = __shfl_sync(kFull, v0, base + 3), abv = __shfl_sync(kFull, v1, base + 3);
+      c1[rr] = (c1a + c1b) * p.vc1_unscale;
+      ab[rr] = abv * p.vc1_unscale;
+      const int row = row0 + 16 * mt + 8 * hh + rq;
+      // Non-finite inputs surface as a non-finite max, MMA-path row sum or checksum: inputs, not faults.
+      row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || !isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
+      nonfinite_in |= row_nf[rr];
+      const float upper = p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk;
+      const float tol_r = 0x1p-12f;
+      const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
+                        fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
+      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
+        atomic_max_pos(p.dbg + 3, fabsf(st.l[rr] - lm) / (p.tol_agree * lm));
+      if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
+        const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
+        if (first && tq == 0) {
+          bump(p.counters, kDetected);
+          if (fix) bump(p.counters, lm_ok ? kCorrected : kUncorrectable);
+          if (p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
+        }
+        if (fix) {
+          if (lm_ok) st.l[rr] = lm;  // repair from the MMA-path duplicate
+          else rerun |= p.policy == kRecompute;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) inv[rr] = has_key[rr] ? 1.f / st.l[rr] : 0.f;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= inv[2 * mt + (e >> 1)];
+
+  if constexpr (kProtect && kAbl < 4) {
+    // Row sums of the normalised output against the rescaled, normalised checksum (Algorithm 1,
+    // lines 25-29). A row that fails is corrected by recomputing the block and comparing: exactly
+    // one element off is a single fault (replaced); several are more than one (uncorrectable).
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      const int mt = rr >> 1, hh = rr & 1;
+      float a1 = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) a1 += st.o[mt][nt][2 * hh] + st.o[mt][nt][2 * hh + 1];
+      const float s1 = quad_sum(a1);
+      const float thr = p.e_out * ab[rr] * inv[rr] + 1e-30f;
+      const int row = row0 + 16 * mt + 8 * hh + rq;
+      const float ratio = fabsf(s1 - c1[rr] * inv[rr]) / thr;
+      const bool bad = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
+      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) atomic_max_pos(p.dbg + 2, ratio);
+      if (bad && first) {
+        if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
+        if (fix) redo[rr] = true, rerun = true;  // counted after the comparison (attempt 2)
+        else if (tq == 0) bump(p.counters, kDetected);
+      }
+    }
+  }
+
+  // Store (rows past Sq are padding). On the recomputation, a row flagged by the final check is
+  // compared element by element with what the first pass stored.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int rr = 2 * mt + hh;
+      const int row = row0 + 16 * mt + 8 * hh + rq;
+      T* dst = go + (int64_t)min(row, p.Sq - 1) * p.o_ss + 2 * tq;
+      bool write = row < p.Sq;
+      if (kProtect && !first) {  // warp-uniform: the shuffles below need every lane
+        int ndiff = 0;
+        if (row < p.Sq && redo[rr]) {
+#pragma unroll
+          for (int nt = 0; nt < D / 8; ++nt) {
+            const uint32_t mine = Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
+            const uint32_t was = *reinterpret_cast<const uint32_t*>(dst + 8 * nt);
+            ndiff += ((mine ^ was) & 0xffffu) != 0u;
+            ndiff += ((mine ^ was) >> 16) != 0u;
+          }
+        }
+        ndiff += __shfl_xor_sync(kFull, ndiff, 1);
+        ndiff += __shfl_xor_sync(kFull, ndiff, 2);
+        if (redo[rr]) {
+          if (tq == 0 && ndiff > 0) {  // nothing off: the alarm was no fault of the data
+            bump(p.counters, kDetected);
+            bump(p.counters, ndiff == 1 ? kCorrected : kUncorrectable);
+          }
+          write &= ndiff <= 1 || p.policy == kRecompute;
+        }
+      }
+      if (write) {
+#pragma unroll
+        for (int nt = 0; nt < D / 8; ++nt)
+          *reinterpret_cast<uint32_t*>(dst + 8 * nt) =
+              Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
+      }
+    }
+
+}
+
+// Once per CTA, every thread: non-finite inputs count once per call (token), the call's check once.
+__device__ __forceinline__ void report_call(const Params& p, bool nonfinite_in) {
+  const bool nf = __syncthreads_or(nonfinite_in);
+  if (threadIdx.x == 0) {
+    if (nf && atomicExch(p.nf_token, p.call_id) != p.call_id) atomicAdd(p.counters + kNonfinite, 1ull);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.counters + kChecks, 1ull);
+  }
 }
 
 template <typename T, int D, bool kProtect, int MT>
@@ -585,7 +766,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   T* sVcp = sKcp + 2 * 8 * D;
   float* sKn = reinterpret_cast<float*>(sVcp + 2 * kBlockN * 8);
 
-  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, tq = lane & 3, rq = lane >> 2;
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, tq = lane & 3;
   const int nqb = (p.Sq + BM - 1) / BM;
   const int qb = p.causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy causal blocks first
   const int h = blockIdx.y, b = blockIdx.z;
@@ -637,7 +818,6 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) redo[rr] = false;
   const float scale_log2 = p.scale * kLog2e;
-  const bool fix = p.policy == kCorrect || p.policy == kRecompute;
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
@@ -742,123 +922,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
     }
     cp_async_wait<0>();
 
-    // ---- final phase: row sums, SNVR on l, normalisation, verification of GEMM-II + rescale + norm ----
-    float inv[2 * MT];
-    bool has_key[2 * MT], row_nf[2 * MT];
-    float c1[2 * MT], ab[2 * MT];
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) {
-      st.l[rr] = quad_sum(st.l[rr]);
-      has_key[rr] = st.m[rr] != -INFINITY;
-      row_nf[rr] = false;
-    }
     bool rerun = false;
-    if constexpr (kProtect && kAbl < 4) {
-      const int base = lane & ~3;
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) {
-        const int mt = rr >> 1, hh = rr & 1;
-        const float v0 = st.oc[mt][2 * hh], v1 = st.oc[mt][2 * hh + 1];
-        // columns [c1 hi, c1 lo, c1 lo2, -, -, -, ones, |v|], two per lane of the quad
-        const float c1a = __shfl_sync(kFull, v0 + v1, base), c1b = __shfl_sync(kFull, v0, base + 1);
-        const float lm = __shfl_sync(kFull, v0, base + 3), abv = __shfl_sync(kFull, v1, base + 3);
-        c1[rr] = (c1a + c1b) * p.vc1_unscale;
-        ab[rr] = abv * p.vc1_unscale;
-        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
-        // Non-finite inputs surface as a non-finite max, MMA-path row sum or checksum: inputs, not faults.
-        row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || !isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
-        nonfinite_in |= row_nf[rr];
-        const float upper = p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk;
-        const float tol_r = 0x1p-12f;
-        const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
-                          fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
-        if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
-          atomic_max_pos(p.dbg + 3, fabsf(st.l[rr] - lm) / (p.tol_agree * lm));
-        if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
-          const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
-          if (first && tq == 0) {
-            bump(p.counters, kDetected);
-            if (fix) bump(p.counters, lm_ok ? kCorrected : kUncorrectable);
-            if (p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
-          }
-          if (fix) {
-            if (lm_ok) st.l[rr] = lm;  // repair from the MMA-path duplicate
-            else rerun |= p.policy == kRecompute;
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) inv[rr] = has_key[rr] ? 1.f / st.l[rr] : 0.f;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= inv[2 * mt + (e >> 1)];
-
-    if constexpr (kProtect && kAbl < 4) {
-      // Row sums of the normalised output against the rescaled, normalised checksum (Algorithm 1,
-      // lines 25-29). A row that fails is corrected by recomputing the block and comparing: exactly
-      // one element off is a single fault (replaced); several are more than one (uncorrectable).
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) {
-        const int mt = rr >> 1, hh = rr & 1;
-        float a1 = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < D / 8; ++nt) a1 += st.o[mt][nt][2 * hh] + st.o[mt][nt][2 * hh + 1];
-        const float s1 = quad_sum(a1);
-        const float thr = p.e_out * ab[rr] * inv[rr] + 1e-30f;
-        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
-        const float ratio = fabsf(s1 - c1[rr] * inv[rr]) / thr;
-        const bool bad = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
-        if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) atomic_max_pos(p.dbg + 2, ratio);
-        if (bad && first) {
-          if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
-          if (fix) redo[rr] = true, rerun = true;  // counted after the comparison (attempt 2)
-          else if (tq == 0) bump(p.counters, kDetected);
-        }
-      }
-    }
-
-    // Store (rows past Sq are padding). On the recomputation, a row flagged by the final check is
-    // compared element by element with what the first pass stored.
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int rr = 2 * mt + hh;
-        const int row = i0 + 16 * MT * w + 16 * mt + 8 * hh + rq;
-        T* dst = go + (int64_t)min(row, p.Sq - 1) * p.o_ss + 2 * tq;
-        bool write = row < p.Sq;
-        if (kProtect && !first) {  // warp-uniform: the shuffles below need every lane
-          int ndiff = 0;
-          if (row < p.Sq && redo[rr]) {
-#pragma unroll
-            for (int nt = 0; nt < D / 8; ++nt) {
-              const uint32_t mine = Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
-              const uint32_t was = *reinterpret_cast<const uint32_t*>(dst + 8 * nt);
-              ndiff += ((mine ^ was) & 0xffffu) != 0u;
-              ndiff += ((mine ^ was) >> 16) != 0u;
-            }
-          }
-          ndiff += __shfl_xor_sync(kFull, ndiff, 1);
-          ndiff += __shfl_xor_sync(kFull, ndiff, 2);
-          if (redo[rr]) {
-            if (tq == 0 && ndiff > 0) {  // nothing off: the alarm was no fault of the data
-              bump(p.counters, kDetected);
-              bump(p.counters, ndiff == 1 ? kCorrected : kUncorrectable);
-            }
-            write &= ndiff <= 1 || p.policy == kRecompute;
-          }
-        }
-        if (write) {
-#pragma unroll
-          for (int nt = 0; nt < D / 8; ++nt)
-            *reinterpret_cast<uint32_t*>(dst + 8 * nt) =
-                Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
-        }
-      }
+    finish_block<T, D, kProtect, MT>(st, p, go, i0 + 16 * MT * w, lane, first, redo, rerun, nonfinite_in);
 
     if constexpr (!kProtect) break;
     // A second pass of the whole block (no injection, no counts): the correction of a failed final
@@ -868,13 +933,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
     __syncthreads();
   }
 
-  if constexpr (kProtect) {
-    const bool nf = __syncthreads_or(nonfinite_in);
-    if (tid == 0) {
-      if (nf && atomicExch(p.nf_token, p.call_id) != p.call_id) atomicAdd(p.counters + kNonfinite, 1ull);
-      if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.counters + kChecks, 1ull);
-    }
-  }
+  if constexpr (kProtect) report_call(p, nonfinite_in);
 }
 
 // Checksums of K and V for the protected kernel, one CTA per (key tile, kv head, batch).
@@ -949,7 +1008,12 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
       out[3] = out[4] = out[5] = Elem<T>::from_f(0.f);  // free columns
       out[6] = Elem<T>::from_f(key < p.Sk ? 1.f : 0.f);
       out[7] = Elem<T>::from_f(av * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
-      *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
+      if (p.vc_t) {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) vc[c * kBlockN + kl] = out[c];
+      } else {
+        *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
+      }
     }
   }
   __syncthreads();

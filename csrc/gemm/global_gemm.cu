@@ -49,23 +49,10 @@ struct Ws {
   }
 };
 
-__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
-  uint64_t d = (uint64_t)((saddr & 0x3FFFF) >> 4);
-  d |= (uint64_t)(16 >> 4) << 16;    // leading byte offset (unused for swizzled K-major)
-  d |= (uint64_t)(1024 >> 4) << 32;  // stride byte offset: 8 rows x 128 B
-  d |= (uint64_t)1 << 62;            // 128-byte swizzle
-  return d;
-}
-
 template <typename T>
 __device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db, int accumulate) {
   if constexpr (std::is_same<T, __nv_bfloat16>::value) wgmma_m64n256k16_bf16(acc, da, db, accumulate);
   else wgmma_m64n256k16_f16(acc, da, db, accumulate);
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
@@ -84,7 +71,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
     const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
     const uint32_t sb = smem_u32(base + slot * STAGE_BYTES + A_BYTES);
-    const uint64_t da = make_desc(sa), db = make_desc(sb);
+    const uint64_t da = desc_k_sw128(sa), db = desc_k_sw128(sb);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);

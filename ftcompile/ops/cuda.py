@@ -16,7 +16,7 @@ from typing import Callable, Dict, Optional
 import torch
 
 def csrc_dir(family: str) -> Path:
-    """csrc/<family> (gemm, attention): in a source checkout (editable install), else in the
+    """csrc/<family> (gemm, attention, common): in a source checkout (editable install), else in the
     installed package, where package-dir maps csrc/ to ftcompile.csrc."""
     here = Path(__file__).resolve().parents[2] / "csrc" / family
     if here.is_dir():

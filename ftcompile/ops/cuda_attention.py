@@ -1,4 +1,6 @@
-"""CUDA kernel of ``ftcompile::attention``: EFTA inside one flash-attention kernel (csrc/attention).
+"""CUDA kernels of ``ftcompile::attention``: EFTA inside one flash-attention kernel (csrc/attention),
+on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k, v) or on mma.sync
+(efta_kernel.cuh; the fallback). Both carry the same protection code.
 
 ``supports(q, k, v)`` says whether the kernel takes a call (sm_90 GPU, fp16/bf16, head dim 64 or
 128, matching batch dims); everything else runs the reference (ftcompile.abft.efta) on the GPU:
@@ -58,7 +60,12 @@ _REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "rescale", "pv")
 C_GEMM = 2.0 ** -16  # |sum S - S^c| <= C_GEMM * ||q|| * sum_k ||k|| (hi/lo checksum + fp32 MMA sums)
 TOL_AGREE = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -10}  # l vs sum of 16-bit P
 REPR_OUT = {torch.bfloat16: 2.0 ** -22, torch.float16: 2.0 ** -19}  # V checksum representation
-# m16 tiles per warp at head dim 64 (measured: benchmarks/NOTES_attention.md); d=128 always uses 1.
+# Which kernel runs: "wgmma" (Hopper TMA + wgmma, csrc/attention/efta_sm90.cuh), "mma" (mma.sync,
+# efta_kernel.cuh), or "auto": wgmma wherever TMA can describe q, k, v (16-byte aligned strides),
+# else mma. Both carry the same protection; NOTES_attention.md compares them.
+KERNEL = os.environ.get("FTCOMPILE_ATTN_KERNEL", "auto")
+_VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2}
+# m16 tiles per warp of the mma kernel at head dim 64 (measured: NOTES_attention.md); d=128 uses 1.
 M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
 # fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
 KC_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16.0}
@@ -66,7 +73,7 @@ VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 VC2_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16384.0}  # ABI slot; the kernel no longer uses c2
 
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
-        "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles kc kn vc policy counters alarms dbg nf_token "
+        "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
         "call_id inj n_inj inj_log stream").split()
 _F64 = "scale kc_unscale vc1_unscale vc2_unscale c_gemm e_out tol_agree".split()
 
@@ -77,6 +84,7 @@ class _HostArgs(ctypes.Structure):
 
 _INJ_REC_BYTES = 48
 _lock = threading.Lock()
+_last_kernel: Optional[str] = None
 _call_ids = itertools.count(1)
 _device_buffers: Dict[torch.device, Dict[str, torch.Tensor]] = {}
 _debug = False
@@ -95,7 +103,7 @@ def library(ablate: int = 0) -> ctypes.CDLL:
     if not sources:
         raise RuntimeError(f"ftcompile attention kernel: no sources in {src}")
     path = load(name="ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""), sources=sources,
-                extra_include_paths=[str(src)],
+                extra_include_paths=[str(src), str(cuda.csrc_dir("common"))],
                 # hidden visibility: each build's template instantiations stay its own (two builds
                 # in one process, e.g. a measurement build, must not bind to each other's kernels)
                 extra_cflags=["-fvisibility=hidden"],
@@ -301,14 +309,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
               is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
               site: Optional[telemetry.Site] = None, protect: bool = True,
               inj_rows: Optional[torch.Tensor] = None, prepass_only: bool = False,
-              ablate: int = 0, m_tiles: Optional[int] = None) -> torch.Tensor:
+              ablate: int = 0, m_tiles: Optional[int] = None, kernel: Optional[str] = None) -> torch.Tensor:
     """Run the kernel. ``protect=False``: the same kernel with every protection step compiled out
     (the baseline the overhead is measured against); it needs no site and touches no counters.
     ``inj_rows`` (benchmarks only): pre-resolved injection rows (see ``_records``), applied without
     logging events, so a run with a fault per call needs no host synchronisation.
     ``prepass_only`` (benchmarks only): launch just the checksum prepass (its share of the overhead).
     ``ablate`` (benchmarks only): run a measurement build with protection steps removed.
-    ``m_tiles``: m16 tiles per warp at d=64 (1 or 2; default M_TILES_D64); d=128 always uses 1."""
+    ``m_tiles``: m16 tiles per warp of the mma kernel at d=64 (1 or 2; default M_TILES_D64).
+    ``kernel``: "auto", "wgmma" or "mma" (default KERNEL); ``last_kernel()`` says which one ran."""
     reason = fallback_reason(q, k, v)
     if reason is not None:
         raise ValueError(f"ftcompile attention kernel: unsupported call ({reason})")
@@ -347,6 +356,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     a.B, a.Hq, a.Hk, a.Sq, a.Sk, a.D = B, Hq, Hk, Sq, sk, D
     a.causal, a.dtype, a.protect, a.n_tiles = int(bool(is_causal)), int(q.dtype == torch.float16), int(protect), n_tiles
     a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
+    choice = KERNEL if kernel is None else kernel
+    if choice not in _VARIANTS:
+        raise ValueError(f"ftcompile attention kernel: kernel {choice!r} is not one of {sorted(_VARIANTS)}")
+    a.variant = _VARIANTS[choice]
     a.scale = scale
     a.stream = torch.cuda.current_stream(device).cuda_stream
 
@@ -394,8 +407,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         lib = library(ablate)
         rc = lib.efta_attention_prepass(ctypes.byref(a)) if prepass_only else lib.efta_attention_forward(ctypes.byref(a))
     if rc != 0:
-        raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: "
-                           f"{'bad arguments' if rc == 200001 else 'CUDA error'})")
+        what = {200001: "bad arguments", 200002: "TMA cannot describe q, k, v for the wgmma kernel"}
+        raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: {what.get(rc, 'CUDA error')})")
+    global _last_kernel
+    _last_kernel = {1: "mma", 2: "wgmma"}.get(a.variant)
     del keep
     if inj_log is not None:  # events need the values: the one place this op synchronises
         log = inj_log.cpu().tolist()
@@ -404,6 +419,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     if before is not None and bool((telemetry.counters(device)[site.id][telemetry.DETECTED] > before).item()):
         raise telemetry.FaultDetected(site.name, "a fault in attention")
     return out
+
+
+def last_kernel() -> Optional[str]:
+    """"wgmma" or "mma": the kernel the last call of ``attention`` ran (tests, benchmarks)."""
+    return _last_kernel
 
 
 def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:

@@ -102,6 +102,7 @@ def build(verbose: bool = False) -> str:
     build_dir = _get_build_directory(name, verbose)
     sources = sorted(str(p) for p in cuda.csrc_dir("gemm").glob("*.cu"))
     load(name=name, sources=sources, build_directory=build_dir, verbose=verbose,
+         extra_include_paths=[str(cuda.csrc_dir("common"))],
          is_python_module=False, extra_cuda_cflags=["-O3", "-std=c++17", flag, "-lineinfo"])
     return os.path.join(build_dir, f"{name}.so")
 

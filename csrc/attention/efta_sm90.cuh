@@ -1,0 +1,419 @@
+// EFTA on Hopper: the protection of efta_kernel.cuh with the GEMMs on wgmma and the loads on TMA
+// (FA3-style warp specialisation). The tile functions of efta_kernel.cuh are reused as they are: a
+// warp's share of a wgmma m64nN accumulator has the mma.sync m16n8 fragment layout, repeated over
+// the n8 blocks, and the A operand from registers has the mma.sync A layout.
+//
+//  * CTA = 1 + kCons warpgroups, 64 kCons query rows. WG0 (one thread) streams K with its 8 checksum rows right
+//    behind it (so S^c comes out of the same wgmma: N = 64 + 8), V and the V checksum columns through
+//    a ring of kStages slots. Each consumer warpgroup owns 64 query rows.
+//  * Per key tile t a consumer warpgroup issues S(t) = Q K(t)^T, then O += P(t-1) V(t-1), waits for
+//    S(t) only and runs tile t's softmax and checks while PV(t-1) is on the tensor cores.
+//  * An alarm is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and confirmed by
+//    running tile t again through the same loop body (one copy of the tile code): counted if the
+//    data changed, and the second pass's data continues (the correction).
+//  * The end of the block (final GEMM-II check, row sums, store, block recomputation) is
+//    efta_kernel.cuh's finish_block; the producer streams the tiles again for a second attempt.
+#pragma once
+#include "efta_api.cuh"
+#include "efta_kernel.cuh"
+#include "wgmma_ops.cuh"
+
+namespace efta {
+namespace h90 {
+
+constexpr int kBarOr = 1;  // named barriers 1, 2, 3: the alarm vote of consumer warpgroup 0, 1, 2
+
+template <int D, bool kProtect>
+struct Lay {
+  // Consumer warpgroups of 64 query rows: 3 at d=64 (more warps to hide the softmax chain; 160
+  // registers each), 2 at d=128 (O alone is 64 registers; 232 each).
+  static constexpr int kCons = sm90_block_m(D) / 64;
+  static constexpr int kBM = 64 * kCons;
+  static constexpr int kThreadsH = 128 * (kCons + 1);
+  static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
+  static constexpr int kStages = D == 64 ? 3 : 2;
+  static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
+  static constexpr int kKHalf = (kBlockN + (kProtect ? 8 : 0)) * 128;  // K rows, then the K^c rows
+  static constexpr int kK = kHalves * kKHalf;
+  static constexpr int kVHalf = kBlockN * 128;
+  static constexpr int kV = kHalves * kVHalf;
+  static constexpr int kVc = kProtect ? 8 * kBlockN * 2 : 0;  // [8 columns][64 keys]
+  static constexpr int kStage = kK + kV + kVc;                 // a multiple of 1024 (swizzle atoms)
+  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8;
+  static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
+};
+
+template <typename T> struct Mma;
+template <> struct Mma<__nv_bfloat16> {
+  template <int N>
+  static __device__ __forceinline__ void ss(float* d, uint64_t a, uint64_t b, int acc) {
+    if constexpr (N == 72) wgmma_m64n72k16_bf16(d, a, b, acc);
+    else wgmma_m64n64k16_bf16(d, a, b, acc);
+  }
+  template <int N>
+  static __device__ __forceinline__ void rs_n(float* d, const uint32_t* a, uint64_t b) {  // B N-major
+    if constexpr (N == 128) wgmma_rs_m64n128k16_bf16_t1(d, a, b);
+    else wgmma_rs_m64n64k16_bf16_t1(d, a, b);
+  }
+  static __device__ __forceinline__ void rs8(float* d, const uint32_t* a, uint64_t b) {
+    wgmma_rs_m64n8k16_bf16_t0(d, a, b);
+  }
+};
+template <> struct Mma<__half> {
+  template <int N>
+  static __device__ __forceinline__ void ss(float* d, uint64_t a, uint64_t b, int acc) {
+    if constexpr (N == 72) wgmma_m64n72k16_f16(d, a, b, acc);
+    else wgmma_m64n64k16_f16(d, a, b, acc);
+  }
+  template <int N>
+  static __device__ __forceinline__ void rs_n(float* d, const uint32_t* a, uint64_t b) {
+    if constexpr (N == 128) wgmma_rs_m64n128k16_f16_t1(d, a, b);
+    else wgmma_rs_m64n64k16_f16_t1(d, a, b);
+  }
+  static __device__ __forceinline__ void rs8(float* d, const uint32_t* a, uint64_t b) {
+    wgmma_rs_m64n8k16_f16_t0(d, a, b);
+  }
+};
+
+// Key tiles a consumer warpgroup visits (rows r0 .. r0+63): up to its diagonal when causal, and an
+// injected fault's tile (the reference visits every tile, so must a faulted one).
+__device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0) {
+  if (r0 >= p.Sq) return 0;
+  int n = p.n_tiles;
+  if (p.causal) n = min(n, (min(r0 + 64, p.Sq) - 1) / kBlockN + 1);
+  for (int r = 0; r < p.n_inj; ++r) {
+    const InjRec rec = p.inj[r];
+    if (rec.b == b && rec.h == h && rec.row >= r0 && rec.row < r0 + 64) n = max(n, rec.tile + 1);
+  }
+  return n;
+}
+
+__device__ __forceinline__ bool wg_injected(const Params& p, int b, int h, int r0) {
+  for (int r = 0; r < p.n_inj; ++r) {
+    const InjRec rec = p.inj[r];
+    if (rec.b == b && rec.h == h && rec.row >= r0 && rec.row < r0 + 64) return true;
+  }
+  return false;
+}
+
+struct Ring {
+  uint8_t* base;   // slot s at base + s * kStage
+  uint64_t* kfull;
+  uint64_t* vfull;
+  uint64_t* empty;
+};
+
+// A consumer warpgroup's pass over its key tiles (ring positions pos0 ...). kHooks: the instantiation
+// that applies fault injections (first attempt of a warpgroup a fault targets); the other carries none.
+template <typename T, int D, bool kProtect, bool kHooks>
+__device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
+                                        int n, int pos0, bool first, bool& nonfinite_in) {
+  using L = Lay<D, kProtect>;
+  constexpr int S = L::kStages;
+  const int lane = cx.lane, tq = lane & 3;
+  const int64_t tile_base = (int64_t)(cx.b * p.Hk + cx.h / (p.Hq / p.Hk)) * p.n_tiles;
+  const uint32_t ring0 = smem_u32(ring.base);
+  auto slot_of = [&](int t) { return (pos0 + t) % S; };
+  auto par_of = [&](int t) { return (uint32_t)(((pos0 + t) / S) & 1); };
+
+  float acc[L::kN / 2];
+  uint32_t pa[1][4][4];  // P of the tile whose PV is next
+  bool have_p = false, confirming = false;
+  int p_slot = 0;
+  Alarm1<1> a1;
+  a1.flags = 0u;
+
+  for (int t = 0; t < n;) {
+    const int slot = slot_of(t);
+    const uint32_t sk = ring0 + slot * L::kStage;
+    mbar_wait(&ring.kfull[slot], par_of(t));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      Mma<T>::template ss<L::kN>(acc, desc_k_sw128(sq + (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
+                                 desc_k_sw128(sk + (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
+    wgmma_commit();
+    const bool pv_flight = have_p;
+    if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
+      const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
+      mbar_wait(&ring.vfull[p_slot], par_of(t - 1));
+      wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        Mma<T>::template rs_n<D>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
+        if constexpr (kProtect) Mma<T>::rs8(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
+      }
+      wgmma_commit();
+      have_p = false;
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    reg_fence<L::kN / 2>(acc);  // reads of S stay below the wait
+
+    float s[1][8][4], sc[1][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sc[0][e] = kProtect ? acc[32 + e] : 0.f;
+
+    cx.t = t;
+    cx.j0 = t * kBlockN;
+    cx.A = kProtect ? __ldg(p.kn + (tile_base + t) * 4 + tq) : 0.f;
+    const bool hooks = kHooks && !confirming;
+    if constexpr (kProtect) {
+      if (confirming) nonfinite_in |= any_nonfinite(s, sc);
+      if (hooks)
+        for_recs(cx, kScore, [&](int r, const InjRec& rec) {
+          inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+        });
+    }
+    TileOut<1> to;
+    const bool masked = p.mask != nullptr || cx.j0 + kBlockN > p.Sk || (p.causal && cx.j0 + kBlockN - 1 > cx.wrow0);
+    if (masked) {
+      softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qn, to, cx, hooks);
+      check_tile<kProtect, true>(s, sc, st.qn, to, cx);
+    } else {
+      softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qn, to, cx, hooks);
+      check_tile<kProtect, false>(s, sc, st.qn, to, cx);
+    }
+    bool again = false;
+    if constexpr (kProtect) {
+      const bool bad = named_bar_or(kBarOr + (cx.w >> 2), 128, tile_alarm(to));
+      if (confirming) {
+        alarm_outcome(a1, to, lane, p.policy, first, p.counters, p.alarms);
+        confirming = false;
+      } else if (bad) {
+        a1 = alarm_record(to);
+        confirming = again = true;
+      }
+    }
+    wgmma_wait<0>();
+    reg_fence<D / 2>(&st.o[0][0][0]);  // and so do the rescale and hooks of O
+    if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
+    if (pv_flight) {  // PV(t-1) done: its slot is free, and its injection hook applies now
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
+      Ctx cp = cx;
+      cp.t = t - 1;
+      pv_hooks<D, kProtect, kHooks>(st, cp);
+    }
+    if (again) continue;  // tile t once more: its slot is released only after its PV
+
+    online_update<D, kProtect, kHooks>(st, to, cx);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pa[0][kk][i] = to.pa[0][kk][i];
+    have_p = true;
+    p_slot = slot;
+    ++t;
+  }
+  if (have_p) {
+    const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
+    mbar_wait(&ring.vfull[p_slot], par_of(n - 1));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      Mma<T>::template rs_n<D>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
+      if constexpr (kProtect) Mma<T>::rs8(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence<D / 2>(&st.o[0][0][0]);
+    if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
+    cx.t = n - 1;
+    pv_hooks<D, kProtect, kHooks>(st, cx);
+  }
+}
+
+template <typename T, int D, bool kProtect>
+__global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
+    attn_fwd_sm90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
+                  const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmKc,
+                  const __grid_constant__ CUtensorMap tmVc, const __grid_constant__ Params p) {
+  using L = Lay<D, kProtect>;
+  constexpr int S = L::kStages;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sQ = base;
+  Ring ring;
+  ring.base = base + L::kQ;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(ring.base + S * L::kStage);
+  uint64_t* qfull = bars;
+  ring.kfull = bars + 1;
+  ring.vfull = ring.kfull + S;
+  ring.empty = ring.vfull + S;
+
+  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = tid >> 5;
+  constexpr int kBM = L::kBM, kCons = L::kCons;
+  const int nqb = (p.Sq + kBM - 1) / kBM;
+  const int qb = p.causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy causal blocks first
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (p.Hq / p.Hk), i0 = qb * kBM;
+  int n_wg[kCons], n_cta = 0;
+#pragma unroll
+  for (int c = 0; c < kCons; ++c) {
+    n_wg[c] = tiles_for(p, b, h, i0 + 64 * c);
+    n_cta = max(n_cta, n_wg[c]);
+  }
+
+  if (tid == 0) {
+    mbar_init(qfull, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&ring.kfull[s], 1);
+      mbar_init(&ring.vfull[s], 1);
+      mbar_init(&ring.empty[s], 4 * kCons);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int64_t tile_base = (int64_t)(b * p.Hk + hk) * p.n_tiles;
+  // The two roles share no code after their setmaxnreg (ptxas then gives each its own register
+  // budget): each runs its own attempt loop, and they meet only at the barrier-0 votes.
+  if (wg == 0) {
+    if constexpr (kCons == 3) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const bool first = attempt == 0;
+      const int pos0 = attempt * n_cta;  // ring position of tile 0 in this attempt
+      // ------------------------------------------------------------ producer
+      if (tid == 0) {
+        if (first) {
+          tma_prefetch_desc(&tmK);
+          tma_prefetch_desc(&tmV);
+          mbar_expect_tx(qfull, L::kQ);
+#pragma unroll
+          for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
+        }
+        for (int t = 0; t < n_cta; ++t) {
+          const int pos = pos0 + t, slot = pos % S;
+          if (pos >= S) mbar_wait(&ring.empty[slot], (uint32_t)(((pos / S) - 1) & 1));
+          uint8_t* st = ring.base + slot * L::kStage;
+          mbar_expect_tx(&ring.kfull[slot], L::kK);
+#pragma unroll
+          for (int hh = 0; hh < L::kHalves; ++hh) {
+            tma_load_4d(st + hh * L::kKHalf, &tmK, &ring.kfull[slot], hh * 64, t * kBlockN, hk, b);
+            if constexpr (kProtect)
+              tma_load_2d(st + hh * L::kKHalf + kBlockN * 128, &tmKc, &ring.kfull[slot], hh * 64,
+                          (int)((tile_base + t) * 8));
+          }
+          mbar_expect_tx(&ring.vfull[slot], L::kV + L::kVc);
+#pragma unroll
+          for (int hh = 0; hh < L::kHalves; ++hh)
+            tma_load_4d(st + L::kK + hh * L::kVHalf, &tmV, &ring.vfull[slot], hh * 64, t * kBlockN, hk, b);
+          if constexpr (kProtect)
+            tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * 8));
+        }
+      }
+      __syncwarp();
+      if constexpr (!kProtect) break;
+      if (!first || !__syncthreads_or(0)) break;  // the consumers decide about a second attempt
+    }
+    if constexpr (kProtect) report_call(p, false);
+    return;
+  }
+  if constexpr (kCons == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  bool nonfinite_in = false;
+  bool redo[2] = {false, false};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool first = attempt == 0;
+    const int pos0 = attempt * n_cta;
+    bool rerun = false;
+    // ------------------------------------------------------------ consumers
+    const int c = wg - 1, wi = w & 3, wg_row0 = i0 + 64 * c, row0 = wg_row0 + 16 * wi;
+    int n = n_wg[0];
+#pragma unroll
+    for (int j = 1; j < kCons; ++j) n = c == j ? n_wg[j] : n;
+    State<D, 1> st;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[0][nt][e] = 0.f;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      st.oc[0][2 * rr] = st.oc[0][2 * rr + 1] = 0.f;
+      st.m[rr] = -INFINITY;
+      st.l[rr] = 0.f;
+      st.lower[rr] = 0.f;
+      st.qn[rr] = 0.f;
+    }
+    if (first) mbar_wait(qfull, 0);
+    const uint32_t sq = smem_u32(sQ) + c * 64 * 128;
+    if constexpr (kProtect) {
+      // ||q|| of the lane's two rows (the GEMM-I threshold), from the swizzled Q tile.
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = 64 * c + 16 * wi + 8 * rr + (lane >> 2);
+        float a = 0.f;
+#pragma unroll
+        for (int hh = 0; hh < L::kHalves; ++hh)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int ch = (lane & 3) + 4 * j;
+            const uint4 v = *reinterpret_cast<const uint4*>(sQ + hh * kBM * 128 + r * 128 + ((ch ^ (r & 7)) << 4));
+            const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const float x = Elem<T>::to_f(e[i]);
+              a += x * x;
+            }
+          }
+        st.qn[rr] = sqrtf(quad_sum(a));
+      }
+    }
+    Ctx cx;
+    cx.lane = lane; cx.w = w - 4; cx.b = b; cx.h = h; cx.t = 0; cx.wrow0 = row0; cx.rows = 16; cx.j0 = 0;
+    cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
+    cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
+    cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
+    cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
+    cx.A = 0.f;
+    cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
+    if (kProtect && first && wg_injected(p, b, h, wg_row0))
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
+    else
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
+    // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
+    for (int t = n; t < n_cta; ++t) {
+      const int slot = (pos0 + t) % S;
+      const uint32_t par = (uint32_t)(((pos0 + t) / S) & 1);
+      mbar_wait(&ring.kfull[slot], par);
+      mbar_wait(&ring.vfull[slot], par);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&ring.empty[slot]);
+    }
+    T* go = reinterpret_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
+    finish_block<T, D, kProtect, 1>(st, p, go, row0, lane, first, redo, rerun, nonfinite_in);
+      if constexpr (!kProtect) break;
+    // A second pass of the whole block (no injection, no counts): the correction of a failed final
+    // check, and policy "recompute" after an uncorrectable fault.
+    if (!first || !__syncthreads_or(rerun)) break;
+  }
+  if constexpr (kProtect) report_call(p, nonfinite_in);
+}
+
+template <typename T, int D, bool kProtect>
+cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
+  if constexpr (kProtect) prepass_kernel<T, D><<<dim3(p.n_tiles, p.Hk, p.B), kThreads, 0, stream>>>(p);
+  constexpr size_t smem = Lay<D, kProtect>::kSmem;
+  static bool configured = false;  // one device per process is what ftcompile drives
+  if (!configured) {
+    cudaError_t e = cudaFuncSetAttribute(attn_fwd_sm90<T, D, kProtect>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess) return e;
+    configured = true;
+  }
+  using L = Lay<D, kProtect>;
+  const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
+  attn_fwd_sm90<T, D, kProtect><<<grid, L::kThreadsH, smem, stream>>>(m.q, m.k, m.v, m.kc, m.vc, p);
+  return cudaGetLastError();
+}
+
+}  // namespace h90
+}  // namespace efta

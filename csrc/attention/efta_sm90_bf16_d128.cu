@@ -1,0 +1,9 @@
+// Instantiations of the wgmma kernel for bf16, head dim 128 (one file per variant: parallel builds).
+#include "efta_api.cuh"
+#include "efta_sm90.cuh"
+
+namespace efta {
+cudaError_t launch_sm90_bf16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s) {
+  return protect ? h90::launch<__nv_bfloat16, 128, true>(p, m, s) : h90::launch<__nv_bfloat16, 128, false>(p, m, s);
+}
+}  // namespace efta

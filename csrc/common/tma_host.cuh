@@ -1,0 +1,50 @@
+// Host side of TMA: the driver's tensor-map encoder, looked up once through the runtime (so the
+// libraries need no -lcuda), and a tiled map of a 16-bit tensor with 128-byte swizzle.
+#pragma once
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace sm90 {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (!fn) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
+            cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }
+  return fn;
+}
+
+// A rank-`rank` 16-bit tensor (dims and element strides innermost first; dim 0 contiguous) as tiles of
+// 64 x box_rows (x 1 ...), 128-byte swizzle: the layout wgmma descriptors and the ldmatrix address
+// math expect. Strides of size-1 dims are replaced by legal ones. False where TMA cannot describe it.
+inline bool make_tmap_16b(CUtensorMap* map, const void* ptr, int rank, const int64_t* dims, const int64_t* strides,
+                          int box_rows) {
+  auto fn = encode_fn();
+  if (!fn || rank < 2 || rank > 5) return false;
+  cuuint64_t gd[5], gs[4];
+  cuuint32_t box[5], estr[5];
+  int64_t span = dims[0];  // elements a legal stride must skip for a size-1 dim
+  for (int i = 0; i < rank; ++i) {
+    gd[i] = (cuuint64_t)dims[i];
+    box[i] = i == 0 ? 64u : i == 1 ? (cuuint32_t)box_rows : 1u;
+    estr[i] = 1;
+    if (i > 0) {
+      const int64_t s = dims[i] == 1 ? span : strides[i];
+      gs[i - 1] = (cuuint64_t)(s * 2);
+      span = s * dims[i] > span ? s * dims[i] : span;
+    }
+  }
+  CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, (cuuint32_t)rank, const_cast<void*>(ptr), gd, gs, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
+}  // namespace sm90
