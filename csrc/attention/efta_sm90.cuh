@@ -3,9 +3,9 @@
 // warp's share of a wgmma m64nN accumulator has the mma.sync m16n8 fragment layout, repeated over
 // the n8 blocks, and the A operand from registers has the mma.sync A layout.
 //
-//  * CTA = 1 + kCons warpgroups, 64 kCons query rows. WG0 (one thread) streams K with its 8 checksum rows right
-//    behind it (so S^c comes out of the same wgmma: N = 64 + 8), V and the V checksum columns through
-//    a ring of kStages slots. Each consumer warpgroup owns 64 query rows.
+//  * CTA = a producer warpgroup + kCons consumer warpgroups of 64 query rows each. The producer (one
+//    thread) streams K with its 8 checksum rows right behind it (so S^c comes out of the same wgmma:
+//    N = 64 + 8), V and the V checksum columns through a ring of kStages slots.
 //  * Per key tile t a consumer warpgroup issues S(t) = Q K(t)^T, then O += P(t-1) V(t-1), waits for
 //    S(t) only and runs tile t's softmax and checks while PV(t-1) is on the tensor cores.
 //  * An alarm is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and confirmed by
