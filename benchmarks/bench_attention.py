@@ -24,6 +24,7 @@ import torch.nn.functional as F
 import ftcompile
 from ftcompile import FaultSpec
 from ftcompile.ops import cuda_attention as ca
+from ftcompile.timing import time_ms
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -52,7 +53,8 @@ def memory_configs():
 
 
 def timed(fn, budget_s=0.25, repeats=7):
-    """Median ms per call over `repeats` groups of back-to-back calls."""
+    """Median ms per call over `repeats` groups of back-to-back calls (timing.time_ms; the group
+    size fits the time budget), and the groups' relative spread."""
     fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -60,17 +62,7 @@ def timed(fn, budget_s=0.25, repeats=7):
     torch.cuda.synchronize()
     est = max(time.perf_counter() - t0, 1e-5)
     n = max(1, min(200, int(budget_s / repeats / est)))
-    for _ in range(min(3, n)):
-        fn()
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / n)
+    times = [time_ms(fn, "cuda", n, warmup=min(3, n) if i == 0 else 0) for i in range(repeats)]
     return statistics.median(times), (max(times) - min(times)) / statistics.median(times)
 
 
@@ -133,9 +125,10 @@ def run_config(cfg, dtype, sid, quick, variants):
     row["gflop"] = flops / 1e9
     times, spread = {}, {}
     budget = 0.1 if quick else 0.3
+    cudnn, fa2 = sdpa_backend("cudnn"), sdpa_backend("fa2")  # built once, not inside the timed calls
     fns = {
-        "cudnn": lambda: sdpa_backend("cudnn")(q, k, v, causal),
-        "fa2": lambda: sdpa_backend("fa2")(q, k, v, causal),
+        "cudnn": lambda: cudnn(q, k, v, causal),
+        "fa2": lambda: fa2(q, k, v, causal),
         "ours_plain": lambda: ca.attention(q, k, v, None, causal, None, gqa, protect=False),
         "ours_ft": lambda: ca.attention(q, k, v, None, causal, None, gqa, site),
     }
@@ -171,9 +164,9 @@ def run_config(cfg, dtype, sid, quick, variants):
         plain = ca.attention(q, k, v, None, causal, None, gqa, protect=False)
         row["max_abs_diff_ft_vs_plain"] = float((ours.float() - plain.float()).abs().max())
         try:
-            base = sdpa_backend("cudnn")(q, k, v, causal)
+            base = cudnn(q, k, v, causal)
         except RuntimeError:
-            base = sdpa_backend("fa2")(q, k, v, causal)
+            base = fa2(q, k, v, causal)
         row["max_abs_diff_vs_sdpa"] = float((ours.float() - base.float()).abs().max())
     row["times_ms"] = times
     row["spread"] = spread

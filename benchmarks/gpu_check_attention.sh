@@ -57,7 +57,7 @@ if [[ $MODE == perf ]]; then
   timeout 240 python3 benchmarks/bench_attention.py --ablate --out "$OUT" >"$OUT/ablation.log" 2>&1 || stamp "ablation rc=$?"
   stamp "ncu"
   [[ ${PERF_NCU:-1} == 1 ]] && for cfg in "16x64 s4096" "32x128 s4096"; do
-    timeout 150 ncu --clock-control none -k regex:attn_fwd_kernel --launch-count 2 \
+    timeout 150 ncu --clock-control none -k regex:attn_fwd_ --launch-count 2 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
       --section InstructionStats --section SchedulerStats --section ComputeWorkloadAnalysis \
       python3 benchmarks/bench_attention.py --profile "$cfg" >>"$OUT/ncu.log" 2>&1 || stamp "ncu rc=$?"
@@ -70,5 +70,5 @@ echo "==================== summary ===================="
 [[ -f $OUT/tests.log ]] && { grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -25; tail -3 "$OUT/tests.log"; }
 [[ -f $OUT/bench.log ]] && tail -40 "$OUT/bench.log"
 [[ -f $OUT/ablation.log ]] && tail -8 "$OUT/ablation.log"
-[[ -f $OUT/ncu.log ]] && grep -E "attn_fwd_kernel|Duration|Registers Per|Achieved Occupancy|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Instructions  |Compute \(SM\) Throughput|One or More" "$OUT/ncu.log" | head -60
+[[ -f $OUT/ncu.log ]] && grep -E "attn_fwd_|Duration|Registers Per|Achieved Occupancy|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Instructions  |Compute \(SM\) Throughput|One or More" "$OUT/ncu.log" | head -60
 stamp "end"

@@ -29,9 +29,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .abft import checksum, gemm, thresholds
+from .abft import gemm, thresholds
+from .abft.campaign_data import DTYPES
+from .abft.thresholds import device_class
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 DEFAULT_SIZES = (64, 128, 256, 512, 1024, 2048)
 MARGIN = 1.2  # the paper's 20% safety margin
 MAX_BATCH_ELEMENTS = 1 << 22  # per operand of one batched GEMM (16 MiB in fp32)
@@ -50,10 +51,6 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def device_class(device: torch.device) -> str:
-    return "gpu" if device.type == "cuda" else "cpu"
-
-
 def positive_matrices(batch: int, rows: int, cols: int, dtype: torch.dtype,
                       g: torch.Generator, device) -> torch.Tensor:
     """|N(1,1)| entries, rounded to dtype (the paper's calibration data)."""
@@ -65,14 +62,8 @@ def relative_errors(x: torch.Tensor, w: torch.Tensor) -> Dict[str, torch.Tensor]
     """|E| / |checksum| per row of y = x w^T for both paths, exactly as linear_global forms them.
 
     x: [B, M, K], w: [B, N, K] in the dtype under test."""
-    enc = gemm.weight_checksums(w, cache=False)  # fresh matrices: nothing to reuse
-    checks = x.float() @ enc.sums.transpose(-1, -2)  # [B, M, 2], as in linear_global
-    acc = x.float() @ w.float().transpose(-1, -2)
-    out = {}
-    for path, y in (("fp32_acc", acc), ("rounded", acc.to(x.dtype).float())):
-        d = checksum.residuals(y[:, :, None, :], checks[:, :, None, :])[..., 0, 0]
-        out[path] = d.abs() / checks[..., 0].abs()
-    return out
+    residuals, check, _ = gemm.row_residuals(x, w, thresholds.PATHS)
+    return {path: d.abs() / check.abs() for path, d in residuals.items()}
 
 
 def trials_for(n: int, rows: int) -> int:

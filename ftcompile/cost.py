@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Sequence, Tuple
 
 import torch
 try:
@@ -45,13 +45,20 @@ def _is_symbolic(*shapes) -> bool:
     return any(not isinstance(s, int) for shape in shapes for s in shape)
 
 
-def linear_cost(x_shape: Sequence, w_shape: Sequence, dtype: torch.dtype) -> Cost:
-    """y = x @ W^T with x [..., K] and W [N, K] (or a batch of such W): 2MNK FLOPs and
-    elsize * (MK + KN + MN) bytes, each operand read once and the output written once."""
+def linear_dims(x_shape: Sequence, w_shape: Sequence) -> Tuple[int, int, int, int]:
+    """(M, N, K, weight batch) of y = x @ W^T with x [..., K] and W [N, K] (or a batch of such
+    W): M rows of x per weight, sizes hinted."""
     k = hint(x_shape[-1])
     n = hint(w_shape[-2])
     wbatch = numel(w_shape[:-2])
     m = numel(x_shape[:-1]) // max(wbatch, 1)
+    return m, n, k, wbatch
+
+
+def linear_cost(x_shape: Sequence, w_shape: Sequence, dtype: torch.dtype) -> Cost:
+    """y = x @ W^T with x [..., K] and W [N, K] (or a batch of such W): 2MNK FLOPs and
+    elsize * (MK + KN + MN) bytes, each operand read once and the output written once."""
+    m, n, k, wbatch = linear_dims(x_shape, w_shape)
     es = torch.empty((), dtype=dtype).element_size()
     flops = 2.0 * wbatch * m * n * k
     nbytes = es * wbatch * (m * k + k * n + m * n)
@@ -70,9 +77,3 @@ def attention_cost(q_shape: Sequence, k_shape: Sequence, v_shape: Sequence, dtyp
     nbytes = es * (numel(q_shape) + numel(k_shape) + numel(v_shape) + bh * sq * dv)
     nbytes += mask_numel * mask_elsize
     return Cost(flops, float(nbytes), _is_symbolic(q_shape, k_shape, v_shape))
-
-
-def aggregate(costs: Sequence[Cost]) -> float:
-    """Model-level intensity: total FLOPs over total bytes (not a mean of ratios)."""
-    total_bytes = sum(c.bytes for c in costs)
-    return sum(c.flops for c in costs) / total_bytes if total_bytes else 0.0

@@ -11,6 +11,7 @@ from typing import Dict, Mapping, Optional, Tuple, Union
 
 import torch
 
+from .abft.thresholds import dtype_name
 from .timing import time_ms
 
 T = 1e12
@@ -38,11 +39,10 @@ class DeviceSpec:
 
 
 def dtype_key(dtype: torch.dtype) -> str:
-    keys = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
-            torch.float64: "fp64"}
-    if dtype not in keys:
-        raise ValueError(f"no rate for dtype {dtype}")
-    key = keys[dtype]
+    try:
+        key = dtype_name(dtype)
+    except KeyError:
+        raise ValueError(f"no rate for dtype {dtype}") from None
     if key == "fp32" and torch.backends.cuda.matmul.allow_tf32:
         return "tf32"
     return key
@@ -112,16 +112,11 @@ def measure(device_index: int = 0) -> DeviceSpec:
         a = torch.randn(8192, 8192, device=dev, dtype=dtype)
         flops[key] = 2 * 8192 ** 3 / (time_ms(lambda: a @ a, dev, 10) / 1e3)
     flops["tf32"] = flops["fp32"]
-    base = for_cuda_name(torch.cuda.get_device_name(dev)).name if _known(dev) else "gpu"
-    return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True)
-
-
-def _known(dev) -> bool:
     try:
-        for_cuda_name(torch.cuda.get_device_name(dev))
-        return True
-    except ValueError:
-        return False
+        base = for_cuda_name(torch.cuda.get_device_name(dev)).name
+    except ValueError:  # not in the table: the measurement is all there is
+        base = "gpu"
+    return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True)
 
 
 def resolve(device: Union[None, str, DeviceSpec], tensor_device: Optional[torch.device]) -> DeviceSpec:

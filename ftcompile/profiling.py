@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from . import telemetry
+from .cost import linear_dims
 from .timing import time_ms
 
 _PROFILE_SITE = "<profile>"
@@ -23,7 +24,7 @@ _PROFILE_SITE = "<profile>"
 @functools.lru_cache(maxsize=None)
 def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: torch.dtype,
                         device: str) -> Dict[str, float]:
-    """Warmed mean ms per call of: plain F.linear, global, thread."""
+    """Warmed mean ms per call of: plain F.linear ("unprotected"), global, thread."""
     dev = torch.device(device)
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(wbatch, m, k, generator=gen).to(dev, dtype)
@@ -33,8 +34,8 @@ def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: 
         x, w = x[0], w[0]
     site = telemetry.register(_PROFILE_SITE, "linear", "profile", "detect", 2.5, 1.0)
     candidates = {
-        "none": lambda: (x @ w.transpose(-2, -1) + (b if b is not None else 0)) if wbatch > 1
-        else F.linear(x, w, b),
+        "unprotected": lambda: (x @ w.transpose(-2, -1) + (b if b is not None else 0))
+        if wbatch > 1 else F.linear(x, w, b),
         "global": lambda: torch.ops.ftcompile.linear_global(x, w, b, site),
         "thread": lambda: torch.ops.ftcompile.linear_thread(x, w, b, site),
     }
@@ -50,12 +51,7 @@ def time_linear_schemes(m: int, n: int, k: int, wbatch: int, bias: bool, dtype: 
 def choose(x_shape: Tuple[int, ...], w_shape: Tuple[int, ...], bias: bool, dtype: torch.dtype,
            device: torch.device) -> Tuple[str, Dict[str, float]]:
     """The faster protected scheme for this site, and every measured time (ms)."""
-    k, n = w_shape[-1], w_shape[-2]
-    wbatch = w_shape[0] if len(w_shape) == 3 else 1
-    m = 1
-    for s in x_shape[:-1]:
-        m *= s
-    m //= wbatch
+    m, n, k, wbatch = linear_dims(x_shape, w_shape)
     times = time_linear_schemes(m, n, k, wbatch, bias, dtype, str(device))
     scheme = min(("global", "thread"), key=times.__getitem__)
     return scheme, times

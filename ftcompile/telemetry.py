@@ -89,10 +89,25 @@ def counters(device: torch.device) -> torch.Tensor:
 
 
 def bump(site_id: int, device: torch.device, **counts) -> None:
-    """Add to a site's counters. Values may be 0-d device tensors (no sync) or ints."""
+    """Add to a site's counters. Values may be 0-d device tensors (no sync) or ints.
+
+    Ints are scalar adds; tensors on the counters' device whose fields are adjacent (an op's
+    outcome: detected .. nonfinite_inputs) go in as one add of their stack."""
     row = counters(device)[site_id]
+    stacked = {}
     for name, value in counts.items():
-        row[FIELDS.index(name)] += value
+        if isinstance(value, torch.Tensor) and value.device == row.device:
+            stacked[FIELDS.index(name)] = value
+        else:
+            row[FIELDS.index(name)] += value
+    if not stacked:
+        return
+    first, last = min(stacked), max(stacked)
+    if last - first + 1 == len(stacked):
+        row[first:last + 1] += torch.stack([stacked[i] for i in range(first, last + 1)])
+    else:
+        for i, value in stacked.items():
+            row[i] += value
 
 
 def stats(name: Optional[str] = None) -> Dict[str, Dict[str, int]]:

@@ -16,7 +16,7 @@ from ftcompile.config import FTConfig
 from ftcompile.cost import Cost
 from ftcompile.hardware import DeviceSpec
 from ftcompile.report import SiteRecord
-from ftcompile.selection import Decision, select
+from ftcompile.selection import SUPPORTED_DTYPES, Decision, select
 
 # Rewrites per pass, for tests and explain (reset with counters.clear()).
 counters: Counter = Counter()
@@ -130,7 +130,7 @@ def decide(ctx: PassContext, kind: str, op: str, name: str, dtype: torch.dtype, 
            shapes: str, blocker: Optional[str] = None) -> SiteRecord:
     decision: Decision = select(kind, name, dtype, cost, ctx.spec, ctx.config, blocker)
     cmr = None
-    if kind == "linear" and dtype in (torch.float32, torch.float16, torch.bfloat16):
+    if kind == "linear" and dtype in SUPPORTED_DTYPES:
         cmr = ctx.spec.cmr(dtype)
     record = SiteRecord(name=name, kind=kind, op=op, shapes=shapes, dtype=str(dtype).replace("torch.", ""),
                         flops=cost.flops, bytes=cost.bytes, intensity=cost.intensity, cmr=cmr,

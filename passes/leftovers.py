@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule
 
-from ftcompile.cost import hint
+from ftcompile.cost import Cost, hint
 from ftcompile.report import SiteRecord
 
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, SDPA, PassContext, fake, is_call,
@@ -40,6 +40,6 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         ctx.records.append(SiteRecord(
             name=name, kind="matmul", op=getattr(node.target, "__name__", str(node.target)),
             shapes=shape_str(*operands), dtype=str(a.dtype).replace("torch.", ""), flops=flops,
-            bytes=nbytes, intensity=flops / nbytes if nbytes else 0.0, cmr=None, scheme="none",
+            bytes=nbytes, intensity=Cost(flops, nbytes).intensity, cmr=None, scheme="none",
             reason=reason, graph=ctx.graph_index))
     return gm

@@ -52,8 +52,8 @@ def _profile(record, fx, fw_nk, has_bias: bool, ctx: PassContext) -> None:
     scheme, times = profiling.choose(tuple(hint(s) for s in fx.shape),
                                      tuple(hint(s) for s in fw_nk.shape), has_bias, fx.dtype,
                                      ctx.device)
-    base = times["none"]
-    record.measured = {"unprotected": base, "global": times["global"], "thread": times["thread"]}
+    base = times["unprotected"]
+    record.measured = dict(times)  # a copy: profiling caches ``times``
     record.scheme = scheme
     record.reason = (f"profiled on {ctx.device}: global {100 * (times['global'] / base - 1):+.0f}%, "
                      f"thread {100 * (times['thread'] / base - 1):+.0f}% over unprotected "

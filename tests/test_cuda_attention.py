@@ -7,6 +7,7 @@ false alarms over realistic score distributions, every fault stage detected and 
 non-finite inputs, and a 32K-token call.
 """
 import math
+import zlib
 
 import pytest
 import torch
@@ -136,7 +137,7 @@ def _ran(kern):
 def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch):
     _use(kern, monkeypatch)
     c = CASES[case]
-    gen = torch.Generator(device="cuda").manual_seed(hash((case, d)) % 2 ** 31)
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(f"{case}-{d}".encode()))  # not hash(): salted
     b, hq, hk = 2, c.get("hq", 4), c.get("hk", c.get("hq", 4))
     sq, sk = c.get("sq", 130), c.get("sk", c.get("sq", 130) if c.get("causal") else 260)
     q, k, v = _inputs(b, hq, hk, sq, sk, d, dtype, gen, layout=c.get("layout", "bhsd"))
@@ -161,7 +162,7 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     for o in (out, plain):
         assert torch.isfinite(o).all()
         assert (o.double() - ref).abs().max() <= 2 * torch_err + 1e-5
-    assert (out.float() - plain.float()).abs().max() <= 2 * torch_err  # same kernel, protection off
+    assert torch.equal(out, plain)  # same kernel, protection off: identical outputs
     s = _stats(name)
     assert s["checks"] == 1 and s["detected"] == 0 and s["nonfinite_inputs"] == 0
 
@@ -176,7 +177,10 @@ def test_fully_masked_rows_give_zero_like_sdpa():
     out = torch.ops.ftcompile.attention(q, k, v, mask, False, None, False, sid)
     assert (out[:, :, 2] == 0).all() and (out[:, :, 40:] == 0).all()
     ref = _sdpa(q[:, :, :40], k, v, mask[:40], False, None, False, torch.float64)
-    assert (out[:, :, :40].double() - ref).abs().max() < 2e-2
+    live = mask[:40].any(-1)  # torch's error on rows with keys (backends differ on row 2; ours: 0, above)
+    low = _sdpa(q[:, :, :40], k, v, mask[:40], False, None, False)
+    torch_err = (low.double() - ref)[:, :, live].abs().max()
+    assert (out[:, :, :40].double() - ref).abs().max() <= 2 * torch_err + 1e-5
     assert _stats("cuda-masked-rows")["detected"] == 0
 
 
@@ -249,6 +253,7 @@ def test_random_faults_detected_and_corrected(d, kern, fault, monkeypatch):
     dtype = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(3)
     q, k, v = _inputs(1, 4, 4, 200, 330, d, dtype, gen)
+    checked = 0
     for stage in STAGES:
         for seed in range(3):
             name = f"cuda-rand-{d}-{kern}-{stage}-{seed}-{fault.get('bit')}"
@@ -262,8 +267,10 @@ def test_random_faults_detected_and_corrected(d, kern, fault, monkeypatch):
             if ev.after == ev.before or (math.isfinite(ev.after) and abs(ev.after - ev.before) < 1e-3 * (1 + abs(ev.before))):
                 assert s["uncorrectable"] == 0
                 continue
+            checked += 1
             assert s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0, (stage, seed, ev, s)
             torch.testing.assert_close(out, clean, rtol=2.0 ** -7, atol=1e-4)
+    assert checked >= 9, checked  # at least half of the 6 x 3 passes were real faults, checked
 
 
 @needs_gpu
@@ -277,13 +284,13 @@ def test_two_faults_in_one_output_row_are_uncorrectable_and_recompute_repairs(ke
     with inject(FaultSpec(site=f"cuda-multi-{kern}", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
     s = _stats(f"cuda-multi-{kern}")
-    assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
+    assert s["detected"] == 1 and s["uncorrectable"] == 1 and s["corrected"] == 0
     assert not torch.allclose(y, clean)
     rid = site(f"cuda-multi-re-{kern}", "attention", policy="recompute")
     with inject(FaultSpec(site=f"cuda-multi-re-{kern}", stage="pv", index=(0, 1, 9, 5), k_step=1, value=4.0, count=2)):
         y = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, rid)
     torch.testing.assert_close(y, clean, rtol=0, atol=0)
-    assert _stats(f"cuda-multi-re-{kern}")["uncorrectable"] >= 1
+    assert _stats(f"cuda-multi-re-{kern}")["uncorrectable"] == 1
 
 
 @needs_gpu
@@ -348,7 +355,9 @@ def test_32k_tokens_fit(d, heads, kern, monkeypatch):
     rows = torch.arange(32768 - 64, 32768, device="cuda")[:, None]
     keep = torch.arange(32768, device="cuda")[None, :] <= rows
     ref = _sdpa(q[:, :2, -64:], k[:, :2], v[:, :2], keep, False, None, False, torch.float64)
-    assert (out[:, :2, -64:].double() - ref).abs().max() < 2e-2
+    low = _sdpa(q[:, :2, -64:], k[:, :2], v[:, :2], keep, False, None, False)
+    torch_err = (low.double() - ref).abs().max()
+    assert (out[:, :2, -64:].double() - ref).abs().max() <= 2 * torch_err + 1e-5
     assert _stats(f"cuda-32k-{d}-{kern}")["detected"] == 0
 
 

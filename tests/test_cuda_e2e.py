@@ -60,4 +60,7 @@ def test_fault_corrected_on_gpu():
         with inject(FaultSpec(site=site, stage="accumulator", bit=28, index=(7, 11))):
             faulty = compiled(ids).logits
     torch.testing.assert_close(faulty, clean, rtol=2e-2, atol=2e-2)
-    assert ftcompile.stats()[site]["corrected"] == 1
+    stats = ftcompile.stats()
+    assert stats[site]["detected"] == 1 and stats[site]["corrected"] == 1
+    others = {k: v for k, v in stats.items() if k != site and v["checks"]}
+    assert others and all(v["detected"] == 0 for v in others.values())

@@ -215,12 +215,12 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
         y = OPS[scheme](x, w, None, sid)
     assert len(inj.events) == 2
     s = _stats(name)
-    assert s["detected"] >= 1 and s["uncorrectable"] >= 1 and s["corrected"] == 0
+    assert s["detected"] == 1 and s["uncorrectable"] == 1 and s["corrected"] == 0
     assert not torch.allclose(y, clean)
     with inject(FaultSpec(site=rname, **spec)):
         y = OPS[scheme](x, w, None, rid)
     _assert_same_but_corrected(y, clean, torch.bfloat16)
-    assert _stats(rname)["uncorrectable"] >= 1
+    assert _stats(rname)["uncorrectable"] == 1
 
 
 @needs_hopper
@@ -281,10 +281,13 @@ def test_same_element_as_cpu_reference(scheme):
     spec = FaultSpec(site=name, stage="accumulator", seed=11, value=2.0)
     with inject(spec) as cpu:
         OPS[scheme](x, w, None, sid)
+    xg, wg = x.cuda().bfloat16(), w.cuda().bfloat16()
+    clean = OPS[scheme](xg, wg, None, sid)
     with inject(spec) as gpu:
-        OPS[scheme](x.cuda().bfloat16(), w.cuda().bfloat16(), None, sid)
+        y = OPS[scheme](xg, wg, None, sid)
     assert [e.index for e in gpu.events] == [e.index for e in cpu.events]
     assert _stats(name)["corrected"] == 2
+    _assert_same_but_corrected(y, clean, torch.bfloat16)
 
 
 @needs_hopper

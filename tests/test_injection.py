@@ -144,8 +144,8 @@ def test_two_faults_in_one_group_are_uncorrectable(op, stage):
         with inject(FaultSpec(site=name, stage=stage, count=2, seed=seed, **fault)) as inj:
             y = _linear(op, name, x, w)
         s = _stats(name)
-        assert len(inj.events) == 2 and s["detected"] >= 1
-        assert s["uncorrectable"] >= 1 and s["corrected"] == 0
+        assert len(inj.events) == 2 and s["detected"] == 1
+        assert s["uncorrectable"] == 1 and s["corrected"] == 0
         assert not torch.allclose(y, clean, atol=1e-3)  # policy "correct" leaves it, reported
 
 
@@ -173,8 +173,8 @@ def test_two_attention_faults_in_one_group_are_uncorrectable(stage):
         with inject(FaultSpec(site=name, stage=stage, count=2, seed=seed, **fault)) as inj:
             y = _attn(name, q, k, v)
         s = _stats(name)
-        assert len(inj.events) == 2 and s["detected"] >= 1
-        assert s["corrected"] == 0 and s["uncorrectable"] >= 1
+        assert len(inj.events) == 2 and s["detected"] == 1
+        assert s["corrected"] == 0 and s["uncorrectable"] == 1
         assert not torch.allclose(y, clean, atol=1e-4)
 
 
@@ -257,6 +257,7 @@ def test_inject_through_a_compiled_model(target, stage):
         with inject(FaultSpec(site=pattern, stage=stage, bit=30, seed=1, calls=1)) as inj:
             y = compiled(x)
     assert len(inj.events) == 1
-    totals = {f: sum(s[f] for s in ftcompile.stats().values()) for f in ("detected", "corrected")}
-    assert totals["detected"] >= 1 and totals["corrected"] == totals["detected"]
+    hit, stats = inj.events[0].site, ftcompile.stats()
+    assert stats[hit]["detected"] == 1 and stats[hit]["corrected"] == 1
+    assert all(s["detected"] == 0 and s["corrected"] == 0 for k, s in stats.items() if k != hit)
     torch.testing.assert_close(y, clean, rtol=0, atol=1e-5)

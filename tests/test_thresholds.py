@@ -69,8 +69,9 @@ def test_aabft_reproduces_paper_tables():
 def test_tightness_in_paper_range_and_no_false_alarm():
     res = run_tightness("fp32", "fp32_acc", "uniform", sizes=(128, 256), trials=3, progress=False)
     for row in res["rows"]:
-        # Paper: 7-20x with its CPU e_max 4e-7; this CPU's calibrated e_max is ~3.6x larger.
-        assert 3 <= row["vabft_tightness"] <= 150
+        # Paper: 7-20x with its CPU e_max 4e-7; this CPU's calibrated e_max is ~3.6x larger, which
+        # only raises it (measured 55-78).
+        assert 7 <= row["vabft_tightness"] <= 150
         assert row["aabft_tightness"] > 2 * row["vabft_tightness"]
         assert row["vabft_false_alarms"] == 0 and row["worst_E_over_T"] < 1
 

@@ -1,6 +1,6 @@
 // C entry point: argument checks at the boundary, then dispatch on (dtype, head dim, protection).
 #include "efta_api.cuh"
-#include "tma_host.cuh"
+#include "sm90_host.cuh"
 
 using namespace efta;
 
@@ -30,8 +30,7 @@ static int make_params(const HostArgs* a, Params& p) {
   p.kc = reinterpret_cast<const void*>(a->kc);
   p.kn = reinterpret_cast<const float*>(a->kn);
   p.vc = reinterpret_cast<const void*>(a->vc);
-  p.vc_t = a->variant == 2 ? 1 : 0;  // the prepass entry writes the layout the wgmma kernel reads
-  p.kc_unscale = (float)a->kc_unscale; p.vc1_unscale = (float)a->vc1_unscale; p.vc2_unscale = (float)a->vc2_unscale;
+  p.kc_unscale = (float)a->kc_unscale; p.vc1_unscale = (float)a->vc1_unscale;
   p.c_gemm = (float)a->c_gemm; p.e_out = (float)a->e_out; p.tol_agree = (float)a->tol_agree;
   p.policy = (int)a->policy;
   p.counters = reinterpret_cast<unsigned long long*>(a->counters);
@@ -66,6 +65,14 @@ static bool make_maps(const HostArgs* a, Maps& m) {
   return true;
 }
 
+// The kernel a call runs (variant 1 mma.sync, 2 wgmma; maps filled for 2), and with it the layout
+// the prepass writes the V checksums in; 0 where variant 2 was asked for and TMA cannot take it.
+static int choose_variant(const HostArgs* a, Params& p, Maps& maps) {
+  const int v = a->variant != 1 && make_maps(a, maps) ? 2 : a->variant == 2 ? 0 : 1;
+  p.vc_t = v == 2;
+  return v;
+}
+
 extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   Params p;
   if (int rc = make_params(a, p)) return rc;
@@ -73,17 +80,15 @@ extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   const bool prot = a->protect != 0;
   cudaError_t e;
   Maps maps;
-  if (a->variant != 1 && make_maps(a, maps)) {
-    p.vc_t = 1;
-    a->variant = 2;
+  a->variant = choose_variant(a, p, maps);
+  if (a->variant == 0) return EFTA_ERR_TMAP;
+  if (a->variant == 2) {
     if (a->dtype == 0)
       e = a->D == 64 ? launch_sm90_bf16_64(p, maps, prot, s) : launch_sm90_bf16_128(p, maps, prot, s);
     else
       e = a->D == 64 ? launch_sm90_fp16_64(p, maps, prot, s) : launch_sm90_fp16_128(p, maps, prot, s);
     return (int)e;
   }
-  if (a->variant == 2) return EFTA_ERR_TMAP;
-  a->variant = 1;
   const int mt = a->mtiles == 1 ? 1 : 2;  // d=64: 1 or 2 m16 tiles per warp (default 2); d=128: 1
   if (a->dtype == 0) e = a->D == 64 ? launch_bf16_64(p, prot, mt, s) : launch_bf16_128(p, prot, mt, s);
   else e = a->D == 64 ? launch_fp16_64(p, prot, mt, s) : launch_fp16_128(p, prot, mt, s);
@@ -97,6 +102,8 @@ extern "C" EFTA_API int efta_attention_prepass(const HostArgs* a) {
   Params p;
   if (int rc = make_params(a, p)) return rc;
   if (!a->protect) return EFTA_ERR_ARGS;
+  Maps maps;
+  if (choose_variant(a, p, maps) == 0) return EFTA_ERR_TMAP;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
   cudaError_t e;
   if (a->dtype == 0) e = a->D == 64 ? prepass_bf16_64(p, s) : prepass_bf16_128(p, s);

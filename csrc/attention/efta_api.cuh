@@ -15,7 +15,7 @@ struct HostArgs {
   int64_t kc, kn, vc;
   int64_t policy, counters, alarms, dbg, nf_token, call_id, inj, n_inj, inj_log;
   int64_t stream;
-  double scale, kc_unscale, vc1_unscale, vc2_unscale, c_gemm, e_out, tol_agree;
+  double scale, kc_unscale, vc1_unscale, c_gemm, e_out, tol_agree;
 };
 
 cudaError_t launch_bf16_64(const Params& p, bool protect, int mt, cudaStream_t s);

@@ -7,12 +7,13 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "codes.cuh"
+#include "elem.cuh"
 #include "sm90.cuh"
 
 namespace efta {
-using namespace sm90;  // smem_u32, mbarrier, TMA, wgmma (csrc/common)
+using namespace sm90;  // Elem, ldsm_x4, corrupt_value, smem_u32, mbarrier, TMA, wgmma (csrc/common)
 
-constexpr int kBlockM = 128;  // query rows per CTA: 4 warps x 2 m16 tiles (B fragments reused twice)
 constexpr int kBlockN = 64;   // keys per tile: the reference's BC, so tile indices mean the same thing
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
@@ -22,9 +23,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Stages as in ftcompile.abft.injection.ATTENTION_STAGES.
 enum Stage { kScore = 0, kExp = 1, kRowmax = 2, kRowsum = 3, kPV = 4, kRescale = 5 };
-enum Policy { kCorrect = 0, kDetect = 1, kRaise = 2, kRecompute = 3 };
-// Telemetry FIELDS order.
-enum Field { kChecks = 0, kDetected = 1, kCorrected = 2, kUncorrectable = 3, kNonfinite = 4 };
 // Diagnostic counters (ftcompile.ops.cuda_attention.ALARM_FIELDS).
 enum Alarm { kTileAlarms = 0, kTileFaults = 1, kFinalAlarms = 2, kRowsumAlarms = 3 };
 
@@ -36,6 +34,11 @@ struct InjRec {
   float value;
   int pad[3];
 };
+
+// Whether an injection record hits rows [r0, r0 + rows) of (batch b, head h).
+__device__ __forceinline__ bool hits(const InjRec& rec, int b, int h, int r0, int rows) {
+  return rec.b == b && rec.h == h && rec.row >= r0 && rec.row < r0 + rows;
+}
 
 struct Params {
   const void* q; const void* k; const void* v; void* o;
@@ -49,7 +52,7 @@ struct Params {
   const float* kn;    // [B, Hk, n_tiles, 4] sum of ||k||_2 per checksum group
   const void* vc;     // checksum columns of V: [B, Hk, n_tiles*64, 8], or [B, Hk, n_tiles, 8, 64] (vc_t)
   int vc_t;           // column-major V checksums (the wgmma kernel reads them as a K-major B operand)
-  float kc_unscale, vc1_unscale, vc2_unscale;
+  float kc_unscale, vc1_unscale;
   float c_gemm;       // QK residual bound relative to ||q|| * sum ||k||
   float e_out;        // final-check bound relative to sum_k p_k sum_d |v_kd|
   float tol_agree;    // row sum vs MMA-path row sum (relative)
@@ -69,10 +72,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
 __device__ __forceinline__ void ldsm_x2(uint32_t (&r)[2], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
@@ -96,55 +95,10 @@ __device__ __forceinline__ float lg2(float x) {
   return y;
 }
 
-template <typename T> struct Elem;
-
-template <> struct Elem<__nv_bfloat16> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_f(float x) { return __float2bfloat16_rn(x); }
-};
-
-template <> struct Elem<__half> {
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-  static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_f(float x) { return __float2half_rn(x); }
-};
-
-// The reference's injection.corrupt(): add a value, or flip a bit of the value's encoding in a format.
-// Out of line: it runs only while injecting, and inlined copies would bloat the hot loop's code.
-static __device__ __noinline__ float corrupt_value(float v, int mode, int bit, float value) {
-  if (mode == 0) return v + value;
-  if (mode == 1) return __uint_as_float(__float_as_uint(v) ^ (1u << bit));
-  if (mode == 2) {
-    __nv_bfloat16 h = __float2bfloat16_rn(v);
-    unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << bit);
-    return __bfloat162float(*reinterpret_cast<__nv_bfloat16*>(&b));
-  }
-  __half h = __float2half_rn(v);
-  unsigned short b = *reinterpret_cast<unsigned short*>(&h) ^ (unsigned short)(1u << bit);
-  return __half2float(*reinterpret_cast<__half*>(&b));
+// injection.corrupt for one record (mode 0: add value; 1, 2, 3: flip a bit of fp32, bf16, fp16).
+__device__ __forceinline__ float corrupt(float v, const InjRec& r) {
+  return corrupt_value(v, r.mode == 0, r.mode - 1, r.bit, r.value);
 }
-__device__ __forceinline__ float corrupt(float v, const InjRec& r) { return corrupt_value(v, r.mode, r.bit, r.value); }
 
 __device__ __forceinline__ void atomic_max_pos(float* addr, float v) {
   // Non-negative floats order like their bit patterns; NaN ratios are recorded as +inf.

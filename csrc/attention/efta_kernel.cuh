@@ -28,6 +28,7 @@
 //    repaired from it.
 #pragma once
 #include "efta_common.cuh"
+#include "sm90_host.cuh"
 
 // Measurement only (benchmarks/bench_attention.py --ablate): remove protection steps one by one to
 // see what each costs. 1: no alarm confirmation (slow path); 2: + no injection hooks; 3: + no
@@ -64,6 +65,25 @@ struct State {
   float o[MT][D / 8][4];
   float oc[MT][4];
   float m[2 * MT], l[2 * MT], lower[2 * MT], qn[2 * MT];
+
+  __device__ __forceinline__ void reset() {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) oc[mt][e] = 0.f;
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      m[rr] = -INFINITY;
+      l[rr] = 0.f;
+      lower[rr] = 0.f;
+      qn[rr] = 0.f;
+    }
+  }
 };
 
 // One tile's softmax results.
@@ -86,13 +106,45 @@ struct Ctx {
   float* dbg;
 };
 
+// Key tiles that rows [r0, r0 + rows) of (b, h) visit: up to their diagonal when causal, and every
+// tile an injected fault targets (the reference visits every tile, so must a faulted one).
+// *injected (if given): a fault hits these rows.
+__device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0, int rows, bool* injected = nullptr) {
+  bool hit = false;
+  int n = 0;
+  if (r0 < p.Sq) {
+    n = p.n_tiles;
+    if (p.causal) n = min(n, (min(r0 + rows, p.Sq) - 1) / kBlockN + 1);
+    for (int r = 0; r < p.n_inj; ++r) {
+      const InjRec rec = p.inj[r];
+      if (hits(rec, b, h, r0, rows)) {
+        hit = true;
+        n = max(n, rec.tile + 1);
+      }
+    }
+  }
+  if (injected != nullptr) *injected = hit;
+  return n;
+}
+
+// The context of a warp whose `rows` query rows start at wrow0 (per tile: t, j0, A).
+__device__ __forceinline__ Ctx make_ctx(const Params& p, int lane, int w, int b, int h, int wrow0, int rows) {
+  Ctx cx;
+  cx.lane = lane; cx.w = w; cx.b = b; cx.h = h; cx.t = 0; cx.wrow0 = wrow0; cx.rows = rows; cx.j0 = 0;
+  cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
+  cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
+  cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
+  cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
+  cx.A = 0.f;
+  cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
+  return cx;
+}
+
 template <typename F>
 __device__ __forceinline__ void for_recs(const Ctx& cx, int stage, F f) {
   for (int r = 0; r < cx.n_inj; ++r) {
     const InjRec rec = cx.inj[r];
-    if (rec.stage == stage && rec.tile == cx.t && rec.b == cx.b && rec.h == cx.h && rec.row >= cx.wrow0 &&
-        rec.row < cx.wrow0 + cx.rows)
-      f(r, rec);
+    if (rec.stage == stage && rec.tile == cx.t && hits(rec, cx.b, cx.h, cx.wrow0, cx.rows)) f(r, rec);
   }
 }
 
@@ -124,6 +176,12 @@ __device__ __forceinline__ void inj_frag(float (&a)[MT][N][4], int rl, int col, 
 
 __device__ __forceinline__ int rr_of(int rl) { return 2 * (rl >> 4) + ((rl >> 3) & 1); }
 
+// Sum over the quad of lanes that holds one row's fragments.
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFull, x, 1);
+  return x + __shfl_xor_sync(kFull, x, 2);
+}
+
 
 // S = Q K^T for the warp's 32 rows and the tile's 64 keys, and S^c = Q (K^c)^T.
 // Per-lane byte offsets of the ldmatrix rows inside a swizzled tile. A k-step (or n-pair) ks moves the
@@ -142,9 +200,9 @@ __device__ __forceinline__ LaneOff lane_offsets(int lane, int w) {
   return L;
 }
 
-template <typename T, int D, bool kProtect, bool kQRegs, int MT>
-__device__ __forceinline__ void qk_mma(float (&s)[MT][8][4], float (&sc)[MT][4], const uint32_t (&qa)[MT][D / 16][4],
-                                       uint32_t sQ, uint32_t sK, uint32_t sKc, const LaneOff& L) {
+template <typename T, int D, bool kProtect, int MT>
+__device__ __forceinline__ void qk_mma(float (&s)[MT][8][4], float (&sc)[MT][4], uint32_t sQ, uint32_t sK, uint32_t sKc,
+                                       const LaneOff& L) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -158,14 +216,7 @@ __device__ __forceinline__ void qk_mma(float (&s)[MT][8][4], float (&sc)[MT][4],
   for (int ks = 0; ks < D / 16; ++ks) {
     uint32_t a[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if constexpr (kQRegs) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[mt][i] = qa[mt][ks][i];
-      } else {
-        ldsm_x4(a[mt], sQ + (L.q ^ (ks << 5)) + mt * 32 * D);
-      }
-    }
+    for (int mt = 0; mt < MT; ++mt) ldsm_x4(a[mt], sQ + (L.q ^ (ks << 5)) + mt * 32 * D);  // Q from shared memory
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t bk[4];
@@ -338,9 +389,10 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
 }
 
 // The unified check of GEMM-I + max + EXP for one tile (Algorithm 1, line 13), from the fp32 P left
-// in s by softmax_tile: check_begin, check_add(kk) per 16 keys, check_finish.
-template <bool kProtect, int MT>
-__device__ __forceinline__ void check_begin(TileOut<MT>& to) {
+// in s by softmax_tile.
+template <bool kProtect, bool kMasked, int MT>
+__device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
+                                           const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
   if constexpr (kProtect) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -349,15 +401,11 @@ __device__ __forceinline__ void check_begin(TileOut<MT>& to) {
       to.M[rr] = to.M2[rr] = 1.f;
     }
   }
-}
-
-template <bool kProtect, int MT>
-__device__ __forceinline__ void check_add(const float (&s)[MT][8][4], TileOut<MT>& to, int kk) {
   if constexpr (kProtect && kAbl < 3) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 2 * kk; nt < 2 * kk + 2; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int rr = 2 * mt + (e >> 1);
@@ -372,13 +420,6 @@ __device__ __forceinline__ void check_add(const float (&s)[MT][8][4], TileOut<MT
             to.M[rr] *= __uint_as_float(mant);
           }
         }
-  }
-}
-
-template <bool kProtect, bool kMasked, int MT>
-__device__ __forceinline__ void check_finish(const float (&sc)[MT][4], const float (&qn)[2 * MT], TileOut<MT>& to,
-                                             const Ctx& cx) {
-  if constexpr (kProtect && kAbl < 3) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
       to.E[rr] += to.E2[rr];
@@ -405,15 +446,6 @@ __device__ __forceinline__ void check_finish(const float (&sc)[MT][4], const flo
       }
     }
   }
-}
-
-template <bool kProtect, bool kMasked, int MT>
-__device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
-                                           const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
-  check_begin<kProtect>(to);
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) check_add<kProtect>(s, to, kk);
-  check_finish<kProtect, kMasked>(sc, qn, to, cx);
 }
 
 // A 32-bit digest of one group's checked quantities (exponent sum, mantissa product, raw score sum,
@@ -529,10 +561,7 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
         // l is spread over the quad until the end: corrupt the row's total, keep it in lane 0 of the quad.
         float full[2 * MT];
 #pragma unroll
-        for (int rr = 0; rr < 2 * MT; ++rr) {
-          full[rr] = st.l[rr] + __shfl_xor_sync(kFull, st.l[rr], 1);
-          full[rr] += __shfl_xor_sync(kFull, full[rr], 2);
-        }
+        for (int rr = 0; rr < 2 * MT; ++rr) full[rr] = quad_sum(st.l[rr]);
         const int rl = rec.row - cx.wrow0, target = rr_of(rl);
         if ((lane >> 2) != (rl & 7)) return;
 #pragma unroll
@@ -580,14 +609,14 @@ __device__ __forceinline__ void pv_hooks(State<D, MT>& st, const Ctx& cx) {
 // verification must be performed at each iteration to prevent error propagation"). kHooks: the
 // instantiation that applies fault injections; the hot one (false) carries no injection code at all
 // (measured: dead hook code in the loop cost 16-22 % of the kernel's time, NOTES_attention.md).
-template <typename T, int D, bool kProtect, bool kQRegs, bool kMasked, bool kHooks, int MT>
-__device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)[MT][D / 16][4], uint32_t sQ, uint32_t sK,
+template <typename T, int D, bool kProtect, bool kMasked, bool kHooks, int MT>
+__device__ __forceinline__ void tile_step(State<D, MT>& st, uint32_t sQ, uint32_t sK,
                                           uint32_t sV, uint32_t sKc, uint32_t sVc, const LaneOff& L, const Ctx& cx,
                                           int policy, bool count, unsigned long long* counters, bool& nonfinite_in,
                                           unsigned long long* alarms) {
   const int lane = cx.lane;
   float s[MT][8][4], sc[MT][4];
-  qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+  qk_mma<T, D, kProtect>(s, sc, sQ, sK, sKc, L);
   if constexpr (kProtect && kHooks) {
     for_recs(cx, kScore, [&](int r, const InjRec& rec) {
       inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
@@ -601,7 +630,7 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)
     if (kAbl < 1 && __any_sync(kFull, tile_alarm(to))) {
       // Confirm by recomputing the tile; the recomputed tile is the one that continues (the correction).
       const Alarm1<MT> a1 = alarm_record(to);
-      qk_mma<T, D, kProtect, kQRegs>(s, sc, qa, sQ, sK, sKc, L);
+      qk_mma<T, D, kProtect>(s, sc, sQ, sK, sKc, L);
       nonfinite_in |= any_nonfinite(s, sc);
       softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, false);
       check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
@@ -611,11 +640,6 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, const uint32_t (&qa)
   online_update<D, kProtect, kHooks>(st, to, cx);
   pv_mma<T, D, kProtect>(st, to.pa, sV, sVc, L, lane);
   pv_hooks<D, kProtect, kHooks>(st, cx);
-}
-
-__device__ __forceinline__ float quad_sum(float x) {
-  x += __shfl_xor_sync(kFull, x, 1);
-  return x + __shfl_xor_sync(kFull, x, 2);
 }
 
 // End of a block (Algorithm 1, lines 21-29) for one warp whose rows start at row0: row sums and SNVR
@@ -757,7 +781,6 @@ __device__ __forceinline__ void report_call(const Params& p, bool nonfinite_in) 
 template <typename T, int D, bool kProtect, int MT>
 __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   constexpr int BM = block_m<MT>();
-  constexpr bool kQRegs = false;  // Q fragments reloaded from shared memory per k-step (registers go to O and S)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQp = reinterpret_cast<T*>(smem_raw);
   T* sKp = sQp + BM * D;
@@ -778,18 +801,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   T* go = reinterpret_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
   const int64_t tile_base = (int64_t)(b * p.Hk + hk) * p.n_tiles;
 
-  int n_tiles = p.n_tiles;
-  if (p.causal) n_tiles = min(n_tiles, (min(i0 + BM, p.Sq) - 1) / kBlockN + 1);
-  bool cta_inj = false;
-  if constexpr (kProtect) {
-    for (int r = 0; r < p.n_inj; ++r) {
-      const InjRec rec = p.inj[r];
-      if (rec.b == b && rec.h == h && rec.row >= i0 && rec.row < i0 + BM) {
-        cta_inj = true;
-        n_tiles = max(n_tiles, rec.tile + 1);  // the reference visits every tile, so must a faulted one
-      }
-    }
-  }
+  bool cta_inj;
+  const int n_tiles = tiles_for(p, b, h, i0, BM, &cta_inj);
 
   const uint32_t sQ = smem_u32(sQp);
   const LaneOff L = lane_offsets<D, MT>(lane, w);
@@ -817,28 +830,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   bool redo[2 * MT];  // rows whose final check failed: compared with their recomputation
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) redo[rr] = false;
-  const float scale_log2 = p.scale * kLog2e;
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
     State<D, MT> st;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st.o[mt][nt][e] = 0.f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.oc[mt][e] = 0.f;
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) {
-      st.m[rr] = -INFINITY;
-      st.l[rr] = 0.f;
-      st.lower[rr] = 0.f;
-      st.qn[rr] = 0.f;
-    }
-    uint32_t qa[MT][D / 16][4];
+    st.reset();
 
     for (int c = tid; c < BM * (D / 8); c += kThreads) {
       const int row = c / (D / 8), ch = c % (D / 8), gr = i0 + row;
@@ -853,68 +849,53 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
       cp_async_commit();
       cp_async_wait<1>();
       __syncthreads();
-      if (t == 0) {
-        // Q fragments (d=64) and, for the GEMM-I threshold, ||q|| of each row.
+      if (kProtect && t == 0) {
+        // ||q|| of each row (the GEMM-I threshold), from the Q fragments.
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             uint32_t a[4];
             ldsm_x4(a, sQ + (L.q ^ (ks << 5)) + mt * 32 * D);
-            if constexpr (kQRegs) {
 #pragma unroll
-              for (int i = 0; i < 4; ++i) qa[mt][ks][i] = a[i];
-            }
-            if constexpr (kProtect) {
-#pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                const T* pr = reinterpret_cast<const T*>(&a[i]);
-                const float x0 = Elem<T>::to_f(pr[0]), x1 = Elem<T>::to_f(pr[1]);
-                st.qn[2 * mt + (i & 1)] += x0 * x0 + x1 * x1;  // a0,a2: row r; a1,a3: row r+8
-              }
+            for (int i = 0; i < 4; ++i) {
+              const T* pr = reinterpret_cast<const T*>(&a[i]);
+              const float x0 = Elem<T>::to_f(pr[0]), x1 = Elem<T>::to_f(pr[1]);
+              st.qn[2 * mt + (i & 1)] += x0 * x0 + x1 * x1;  // a0,a2: row r; a1,a3: row r+8
             }
           }
-        if constexpr (kProtect) {
 #pragma unroll
-          for (int rr = 0; rr < 2 * MT; ++rr) st.qn[rr] = sqrtf(quad_sum(st.qn[rr]));
-        }
+        for (int rr = 0; rr < 2 * MT; ++rr) st.qn[rr] = sqrtf(quad_sum(st.qn[rr]));
       }
       const int wrow0 = i0 + 16 * MT * w, j0 = t * kBlockN;
       bool warp_inj = false;
       if constexpr (kProtect) {
         if (cta_inj && first)
-          for (int r = 0; r < p.n_inj; ++r) {
-            const InjRec rec = p.inj[r];
-            warp_inj |= rec.b == b && rec.h == h && rec.tile == t && rec.row >= wrow0 && rec.row < wrow0 + 16 * MT;
-          }
+          for (int r = 0; r < p.n_inj; ++r) warp_inj |= p.inj[r].tile == t && hits(p.inj[r], b, h, wrow0, 16 * MT);
       }
       const bool above = p.causal && j0 > wrow0 + 16 * MT - 1;  // every key of the tile is masked for every row
       if ((!above && wrow0 < p.Sq) || warp_inj) {
-        Ctx cx;
-        cx.lane = lane; cx.w = w; cx.b = b; cx.h = h; cx.t = t; cx.wrow0 = wrow0; cx.rows = 16 * MT; cx.j0 = j0;
-        cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
-        cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
-        cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
-        cx.scale = p.scale; cx.scale_log2 = scale_log2; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
+        Ctx cx = make_ctx(p, lane, w, b, h, wrow0, 16 * MT);
+        cx.t = t;
+        cx.j0 = j0;
         cx.A = kProtect ? sKn[stg * 4 + tq] : 0.f;
-        cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
         const uint32_t sK = smem_u32(sKp + stg * kBlockN * D), sV = smem_u32(sVp + stg * kBlockN * D);
         const uint32_t sKc = smem_u32(sKcp + stg * 8 * D), sVc = smem_u32(sVcp + stg * kBlockN * 8);
         const bool masked = above || p.mask != nullptr || j0 + kBlockN > p.Sk || (p.causal && j0 + kBlockN - 1 > wrow0);
         const bool hooks = warp_inj && kAbl < 2;
         if (masked) {
           if (hooks)
-            tile_step<T, D, kProtect, kQRegs, true, kProtect>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
+            tile_step<T, D, kProtect, true, kProtect>(st, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
                                                              p.counters, nonfinite_in, p.alarms);
           else
-            tile_step<T, D, kProtect, kQRegs, true, false>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
+            tile_step<T, D, kProtect, true, false>(st, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
                                                            p.counters, nonfinite_in, p.alarms);
         } else {
           if (hooks)
-            tile_step<T, D, kProtect, kQRegs, false, kProtect>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
+            tile_step<T, D, kProtect, false, kProtect>(st, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
                                                               p.counters, nonfinite_in, p.alarms);
           else
-            tile_step<T, D, kProtect, kQRegs, false, false>(st, qa, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
+            tile_step<T, D, kProtect, false, false>(st, sQ, sK, sV, sKc, sVc, L, cx, p.policy, first,
                                                             p.counters, nonfinite_in, p.alarms);
         }
       }
@@ -1034,16 +1015,10 @@ cudaError_t launch_prepass(const Params& p, cudaStream_t stream) {
 template <typename T, int D, bool kProtect, int MT>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   if constexpr (kProtect) {
-    prepass_kernel<T, D><<<dim3(p.n_tiles, p.Hk, p.B), kThreads, 0, stream>>>(p);
+    launch_prepass<T, D>(p, stream);
   }
   constexpr size_t smem = smem_bytes<T, D, kProtect, MT>();
-  static bool configured = false;  // one device per process is what ftcompile drives
-  if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel<T, D, kProtect, MT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) return e;
-    configured = true;
-  }
+  if (cudaError_t e = sm90::allow_smem<attn_fwd_kernel<T, D, kProtect, MT>>(smem)) return e;
   const dim3 grid((p.Sq + block_m<MT>() - 1) / block_m<MT>(), p.Hq, p.B);
   attn_fwd_kernel<T, D, kProtect, MT><<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();

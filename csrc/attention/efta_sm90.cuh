@@ -43,57 +43,15 @@ struct Lay {
   static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
 };
 
-template <typename T> struct Mma;
-template <> struct Mma<__nv_bfloat16> {
-  template <int N>
-  static __device__ __forceinline__ void ss(float* d, uint64_t a, uint64_t b, int acc) {
-    if constexpr (N == 72) wgmma_m64n72k16_bf16(d, a, b, acc);
-    else wgmma_m64n64k16_bf16(d, a, b, acc);
+// O += P V and O^c += P V^c of one key tile (P in registers, V N-major, V^c K-major), asynchronous.
+template <typename T, int D, bool kProtect>
+__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint32_t sv) {
+  using L = Lay<D, kProtect>;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
+    if constexpr (kProtect) wgmma_rs<T, 8, 0>(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
   }
-  template <int N>
-  static __device__ __forceinline__ void rs_n(float* d, const uint32_t* a, uint64_t b) {  // B N-major
-    if constexpr (N == 128) wgmma_rs_m64n128k16_bf16_t1(d, a, b);
-    else wgmma_rs_m64n64k16_bf16_t1(d, a, b);
-  }
-  static __device__ __forceinline__ void rs8(float* d, const uint32_t* a, uint64_t b) {
-    wgmma_rs_m64n8k16_bf16_t0(d, a, b);
-  }
-};
-template <> struct Mma<__half> {
-  template <int N>
-  static __device__ __forceinline__ void ss(float* d, uint64_t a, uint64_t b, int acc) {
-    if constexpr (N == 72) wgmma_m64n72k16_f16(d, a, b, acc);
-    else wgmma_m64n64k16_f16(d, a, b, acc);
-  }
-  template <int N>
-  static __device__ __forceinline__ void rs_n(float* d, const uint32_t* a, uint64_t b) {
-    if constexpr (N == 128) wgmma_rs_m64n128k16_f16_t1(d, a, b);
-    else wgmma_rs_m64n64k16_f16_t1(d, a, b);
-  }
-  static __device__ __forceinline__ void rs8(float* d, const uint32_t* a, uint64_t b) {
-    wgmma_rs_m64n8k16_f16_t0(d, a, b);
-  }
-};
-
-// Key tiles a consumer warpgroup visits (rows r0 .. r0+63): up to its diagonal when causal, and an
-// injected fault's tile (the reference visits every tile, so must a faulted one).
-__device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0) {
-  if (r0 >= p.Sq) return 0;
-  int n = p.n_tiles;
-  if (p.causal) n = min(n, (min(r0 + 64, p.Sq) - 1) / kBlockN + 1);
-  for (int r = 0; r < p.n_inj; ++r) {
-    const InjRec rec = p.inj[r];
-    if (rec.b == b && rec.h == h && rec.row >= r0 && rec.row < r0 + 64) n = max(n, rec.tile + 1);
-  }
-  return n;
-}
-
-__device__ __forceinline__ bool wg_injected(const Params& p, int b, int h, int r0) {
-  for (int r = 0; r < p.n_inj; ++r) {
-    const InjRec rec = p.inj[r];
-    if (rec.b == b && rec.h == h && rec.row >= r0 && rec.row < r0 + 64) return true;
-  }
-  return false;
 }
 
 struct Ring {
@@ -130,19 +88,15 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      Mma<T>::template ss<L::kN>(acc, desc_k_sw128(sq + (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
-                                 desc_k_sw128(sk + (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
+      wgmma_ss<T, L::kN>(acc, desc_k_sw128(sq + (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
+                         desc_k_sw128(sk + (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
     wgmma_commit();
     const bool pv_flight = have_p;
     if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
       const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
       mbar_wait(&ring.vfull[p_slot], par_of(t - 1));
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        Mma<T>::template rs_n<D>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
-        if constexpr (kProtect) Mma<T>::rs8(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
-      }
+      issue_pv<T, D, kProtect>(st, pa, sv);
       wgmma_commit();
       have_p = false;
       wgmma_wait<1>();
@@ -157,7 +111,10 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) sc[0][e] = kProtect ? acc[32 + e] : 0.f;
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (kProtect) sc[0][e] = acc[32 + e];  // the checksum columns
+      else sc[0][e] = 0.f;
+    }
 
     cx.t = t;
     cx.j0 = t * kBlockN;
@@ -215,11 +172,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
     mbar_wait(&ring.vfull[p_slot], par_of(n - 1));
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      Mma<T>::template rs_n<D>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
-      if constexpr (kProtect) Mma<T>::rs8(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
-    }
+    issue_pv<T, D, kProtect>(st, pa, sv);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence<D / 2>(&st.o[0][0][0]);
@@ -254,12 +207,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   const int nqb = (p.Sq + kBM - 1) / kBM;
   const int qb = p.causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy causal blocks first
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (p.Hq / p.Hk), i0 = qb * kBM;
-  int n_wg[kCons], n_cta = 0;
-#pragma unroll
-  for (int c = 0; c < kCons; ++c) {
-    n_wg[c] = tiles_for(p, b, h, i0 + 64 * c);
-    n_cta = max(n_cta, n_wg[c]);
-  }
+  const int n_cta = tiles_for(p, b, h, i0, kBM);  // the most any consumer warpgroup visits
 
   if (tid == 0) {
     mbar_init(qfull, 1);
@@ -326,23 +274,11 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     const int pos0 = attempt * n_cta;
     bool rerun = false;
     // ------------------------------------------------------------ consumers
-    const int c = wg - 1, wi = w & 3, wg_row0 = i0 + 64 * c, row0 = wg_row0 + 16 * wi;
-    int n = n_wg[0];
-#pragma unroll
-    for (int j = 1; j < kCons; ++j) n = c == j ? n_wg[j] : n;
+    const int c = wg - 1, wi = w & 3, row0 = i0 + 64 * c + 16 * wi;
+    bool injected;  // a fault targets this warpgroup's rows
+    const int n = tiles_for(p, b, h, i0 + 64 * c, 64, &injected);
     State<D, 1> st;
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.o[0][nt][e] = 0.f;
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      st.oc[0][2 * rr] = st.oc[0][2 * rr + 1] = 0.f;
-      st.m[rr] = -INFINITY;
-      st.l[rr] = 0.f;
-      st.lower[rr] = 0.f;
-      st.qn[rr] = 0.f;
-    }
+    st.reset();
     if (first) mbar_wait(qfull, 0);
     const uint32_t sq = smem_u32(sQ) + c * 64 * 128;
     if constexpr (kProtect) {
@@ -367,15 +303,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
         st.qn[rr] = sqrtf(quad_sum(a));
       }
     }
-    Ctx cx;
-    cx.lane = lane; cx.w = w - 4; cx.b = b; cx.h = h; cx.t = 0; cx.wrow0 = row0; cx.rows = 16; cx.j0 = 0;
-    cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
-    cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
-    cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
-    cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
-    cx.A = 0.f;
-    cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
-    if (kProtect && first && wg_injected(p, b, h, wg_row0))
+    const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
+    if (kProtect && first && injected)
       consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
     else
       consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
@@ -400,18 +329,11 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
 
 template <typename T, int D, bool kProtect>
 cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
-  if constexpr (kProtect) prepass_kernel<T, D><<<dim3(p.n_tiles, p.Hk, p.B), kThreads, 0, stream>>>(p);
-  constexpr size_t smem = Lay<D, kProtect>::kSmem;
-  static bool configured = false;  // one device per process is what ftcompile drives
-  if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(attn_fwd_sm90<T, D, kProtect>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
-    if (e != cudaSuccess) return e;
-    configured = true;
-  }
   using L = Lay<D, kProtect>;
+  if constexpr (kProtect) launch_prepass<T, D>(p, stream);
+  if (cudaError_t e = sm90::allow_smem<attn_fwd_sm90<T, D, kProtect>>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
-  attn_fwd_sm90<T, D, kProtect><<<grid, L::kThreadsH, smem, stream>>>(m.q, m.k, m.v, m.kc, m.vc, p);
+  attn_fwd_sm90<T, D, kProtect><<<grid, L::kThreadsH, L::kSmem, stream>>>(m.q, m.k, m.v, m.kc, m.vc, p);
   return cudaGetLastError();
 }
 

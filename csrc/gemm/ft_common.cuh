@@ -1,5 +1,5 @@
 // Shared pieces of the protected linear kernels: the argument block (mirrored by ctypes in
-// ftcompile/ops/cuda_gemm.py), PTX wrappers (cluster, DSMEM, ldmatrix, mma), fault
+// ftcompile/ops/cuda_gemm.py), PTX wrappers (cluster, DSMEM, packed extrema), fault
 // injection and the V-ABFT threshold. Only CUDA headers: nvcc -c checks it without torch.
 #pragma once
 #include <cuda.h>
@@ -10,15 +10,15 @@
 
 #include <type_traits>
 
+#include "codes.cuh"
+#include "elem.cuh"
 #include "sm90.cuh"
 
 namespace ftg {
-using namespace sm90;  // mbarrier, TMA, named barriers, wgmma (csrc/common)
+using namespace sm90;  // Elem, mbarrier, TMA, named barriers, wgmma (csrc/common)
 
 // ---------------------------------------------------------------- argument block (C ABI)
 constexpr int kMaxInj = 8;
-enum Policy : int32_t { kCorrect = 0, kDetect = 1, kRaise = 2, kRecompute = 3 };
-enum Field : int32_t { kChecks = 0, kDetected = 1, kCorrected = 2, kUncorrectable = 3, kNonfinite = 4 };
 
 struct Injection {
   int32_t row, col;  // flat output row (batch * M + m) and column
@@ -57,35 +57,6 @@ struct Args {
 };
 
 // ---------------------------------------------------------------- small helpers
-template <typename T> struct Ty;
-template <> struct Ty<__nv_bfloat16> {
-  static __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __forceinline__ __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {  // exact: bf16 is fp32's top half
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-  }
-  static constexpr float kUnitRoundoff = 0.00390625f;  // 2^-8
-  static constexpr uint32_t kOnes = 0x3f803f80u;        // (1.0, 1.0)
-};
-template <> struct Ty<__half> {
-  static __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-  static __device__ __forceinline__ __half from_f(float v) { return __float2half_rn(v); }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ float2 unpack(uint32_t u) {
-    __half2 h = *reinterpret_cast<__half2*>(&u);
-    return __half22float2(h);
-  }
-  static constexpr float kUnitRoundoff = 0.00048828125f;  // 2^-11
-  static constexpr uint32_t kOnes = 0x3c003c00u;
-};
-
 // ---------------------------------------------------------------- barriers, cluster, DSMEM
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -118,28 +89,31 @@ __device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank
   return v;
 }
 
-// ---------------------------------------------------------------- ldmatrix / mma.sync
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+// ---------------------------------------------------------------- row dot products (correction paths)
+// fp32 partial dot of a 16-bit row with a 16-bit row over k = k0 + 8*i (i = idx, idx + step, ...).
+template <typename T>
+__device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int idx, int step) {
+  float s = 0.f;
+  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
+    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
+    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 fa = Elem<T>::unpack(pa[i]), fb = Elem<T>::unpack(pb[i]);
+      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
+    }
+  }
+  return s;
 }
-template <typename T> __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1);
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
-template <>
-__device__ __forceinline__ void mma16816<__half>(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// fp32 dot of two 16-bit rows of length K by one warp.
+template <typename T>
+__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
+  return warp_sum(part_dot(a, b, K, lane, 32));
 }
 
 // ---------------------------------------------------------------- packed 16-bit extrema
@@ -171,19 +145,9 @@ __device__ __forceinline__ void atomic_min_f32(float* addr, float v) {
 }
 
 // ---------------------------------------------------------------- fault injection
-// Same arithmetic as injection.corrupt: add a value, or flip a bit of the value's encoding in fp32
-// or (after rounding to it) bf16 / fp16.
+// injection.corrupt for one Injection (fmt: FlipFmt).
 __device__ __forceinline__ float corrupt(float v, const Injection& inj) {
-  if (inj.mode == 0) return v + inj.value;
-  if (inj.fmt == 0) return __uint_as_float(__float_as_uint(v) ^ (1u << inj.bit));
-  if (inj.fmt == 1) {
-    __nv_bfloat16 h = __float2bfloat16_rn(v);
-    uint16_t bits = *reinterpret_cast<uint16_t*>(&h) ^ static_cast<uint16_t>(1u << inj.bit);
-    return __bfloat162float(*reinterpret_cast<__nv_bfloat16*>(&bits));
-  }
-  __half h = __float2half_rn(v);
-  uint16_t bits = *reinterpret_cast<uint16_t*>(&h) ^ static_cast<uint16_t>(1u << inj.bit);
-  return __half2float(*reinterpret_cast<__half*>(&bits));
+  return corrupt_value(v, inj.mode == 0, inj.fmt, inj.bit, inj.value);
 }
 __device__ __forceinline__ float inject_one(float v, const Injection& inj, float* log) {
   const float after = corrupt(v, inj);

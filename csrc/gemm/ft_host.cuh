@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "tma_host.cuh"
+#include "sm90_host.cuh"
 
 namespace ftg {
 

@@ -49,12 +49,6 @@ struct Ws {
   }
 };
 
-template <typename T>
-__device__ __forceinline__ void wgmma_tile(float* acc, uint64_t da, uint64_t db, int accumulate) {
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) wgmma_m64n256k16_bf16(acc, da, db, accumulate);
-  else wgmma_m64n256k16_f16(acc, da, db, accumulate);
-}
-
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
 // every CTA of the cluster only once all of their consumers are done with it.
 __device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_t rank) {
@@ -74,7 +68,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     const uint64_t da = desc_k_sw128(sa), db = desc_k_sw128(sb);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) wgmma_tile<T>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
     wgmma_commit();
     wgmma_wait<1>();
     if (ks > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
@@ -101,41 +95,17 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   return c;
 }
 
-// fp32 partial dot of a 16-bit row with a 16-bit row over k = k0 + 8*i (i = idx, idx + step, ...).
-template <typename T>
-__device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int idx, int step) {
-  float s = 0.f;
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
-    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 fa = Ty<T>::unpack(pa[i]), fb = Ty<T>::unpack(pb[i]);
-      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
-    }
-  }
-  return s;
-}
 template <typename T>
 __device__ __forceinline__ float part_dot_f32(const T* a, const float* b, int64_t K, int idx, int step) {
   float s = 0.f;
   for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
     uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
     float4 b0 = __ldg(reinterpret_cast<const float4*>(b + k)), b1 = __ldg(reinterpret_cast<const float4*>(b + k + 4));
-    float2 f0 = Ty<T>::unpack(va.x), f1 = Ty<T>::unpack(va.y), f2 = Ty<T>::unpack(va.z), f3 = Ty<T>::unpack(va.w);
+    float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z), f3 = Elem<T>::unpack(va.w);
     s = fmaf(f0.x, b0.x, s); s = fmaf(f0.y, b0.y, s); s = fmaf(f1.x, b0.z, s); s = fmaf(f1.y, b0.w, s);
     s = fmaf(f2.x, b1.x, s); s = fmaf(f2.y, b1.y, s); s = fmaf(f3.x, b1.z, s); s = fmaf(f3.y, b1.w, s);
   }
   return s;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-template <typename T>
-__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
-  return warp_sum(part_dot(a, b, K, lane, 32));
 }
 // Sum over the 256 consumer threads (ct), result in every thread. Uses named barrier 2.
 __device__ __forceinline__ double block_sum(Smem& sm, float v, int ct) {
@@ -151,14 +121,14 @@ __device__ __forceinline__ double block_sum(Smem& sm, float v, int ct) {
 
 template <typename T>
 __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
-  return (a.bias && n < a.N) ? Ty<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
+  return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
 // Bias of columns n, n+1 (n even): one 4-byte load where N is even.
 template <typename T>
 __device__ __forceinline__ float2 bias_pair(const Args& a, int64_t n) {
   if (!a.bias) return make_float2(0.f, 0.f);
   if ((a.N & 1) == 0 && n + 1 < a.N)
-    return Ty<T>::unpack(__ldg(reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.bias) + n)));
+    return Elem<T>::unpack(__ldg(reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.bias) + n)));
   return make_float2(bias_at<T>(a, n), bias_at<T>(a, n + 1));
 }
 
@@ -170,7 +140,7 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
   const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
   const T* W = static_cast<const T*>(a.w) + b * a.w_bstride;
   const float d1 = sm.rd1[lr], thr = sm.rt[lr];
-  const float u = Ty<T>::kUnitRoundoff;
+  const float u = Elem<T>::kUnitRoundoff;
   if (isfinite(d1)) {
     double c2 = block_sum(sm, part_dot_f32(xrow, a.wsum + (int64_t)b * 2 * K + K, K, ct, 256), ct);
     if (a.bias) c2 += a.bstats[1];
@@ -182,7 +152,7 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
     float cnt = 0.f;
     int pos = -1;
     for (int64_t n = ct; n < N; n += 256)
-      if (!isfinite(Ty<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.f; pos = (int)n; }
+      if (!isfinite(Elem<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.f; pos = (int)n; }
     if (ct == 0) sm.pos = -1;
     named_bar_sync(2, 256);
     if (pos >= 0) atomicMax(&sm.pos, pos);
@@ -195,21 +165,21 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
   bool ok = false;
   if (p >= 0) {
     const float t = (float)block_sum(sm, part_dot(xrow, W + p * a.w_rstride, K, ct, 256), ct) + bias_at<T>(a, p);
-    const float yold = Ty<T>::to_f(__ldcg(yrow + p));
+    const float yold = Elem<T>::to_f(__ldcg(yrow + p));
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
     } else {  // non-finite sum or stored element: recheck the stored row with the correction in
       float s = 0.f, sa = 0.f;
       for (int64_t n = ct; n < N; n += 256) {
-        const float v = (n == p) ? t : Ty<T>::to_f(__ldcg(yrow + n));
+        const float v = (n == p) ? t : Elem<T>::to_f(__ldcg(yrow + n));
         s += v; sa += fabsf(v);
       }
       const double ss = block_sum(sm, s, ct), sas = block_sum(sm, sa, ct);
       ok = !exceeds((float)(ss - sm.rc1[lr]), thr + u * (float)sas);
     }
     named_bar_sync(2, 256);
-    if (ct == 0) yrow[p] = Ty<T>::from_f(t);
+    if (ct == 0) yrow[p] = Elem<T>::from_f(t);
   }
   if (ok) {
     if (ct == 0) sm.ncorr++;
@@ -220,7 +190,7 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
     const int lane = ct % 32;
     for (int64_t n = ct / 32; n < N; n += 8) {
       const float t = warp_dot(xrow, W + n * a.w_rstride, K, lane) + bias_at<T>(a, n);
-      if (lane == 0) yrow[n] = Ty<T>::from_f(t);
+      if (lane == 0) yrow[n] = Elem<T>::from_f(t);
     }
   }
 }
@@ -231,7 +201,7 @@ __device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int
 // by the owner's warp, fp32, no bias): the same element ends up with the same error.
 template <typename T>
 __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, const TileCoord& c, int64_t r_lo,
-                            int wgc, int wi, int lane) {
+                            int lane) {
   const int64_t M = a.M, ib = inj.row / M, im = inj.row % M;
   const int64_t warp_row0 = r_lo - lane / 4;  // first row of this warp's 16
   if (ib != c.b || inj.col / BN != c.nt || im < warp_row0 || im >= warp_row0 + 16) return;
@@ -294,8 +264,8 @@ __device__ void tile_stats(const Args& args, Smem& sm, const Ws& ws, uint8_t* ba
           const int r = rg + ST_RG * i;
           if (r < BM) {
             const uint4 v = *reinterpret_cast<const uint4*>(at + r * 128 + ((ch ^ (r & 7)) << 4));
-            const float2 f0 = Ty<T>::unpack(v.x), f1 = Ty<T>::unpack(v.y), f2 = Ty<T>::unpack(v.z),
-                         f3 = Ty<T>::unpack(v.w);
+            const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
+                         f3 = Elem<T>::unpack(v.w);
             sum[i] += ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
             float d = f0.x * w0.x;
             d = fmaf(f0.y, w0.y, d); d = fmaf(f1.x, w0.z, d); d = fmaf(f1.y, w0.w, d);
@@ -314,7 +284,7 @@ __device__ void tile_stats(const Args& args, Smem& sm, const Ws& ws, uint8_t* ba
 #pragma unroll
   for (int i = 0; i < ST_ROWS; ++i) {
     float s = sum[i], d = dot[i];
-    const float2 a = Ty<T>::unpack(mx[i]), b = Ty<T>::unpack(mn[i]);
+    const float2 a = Elem<T>::unpack(mx[i]), b = Elem<T>::unpack(mn[i]);
     float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
 #pragma unroll
     for (int o = 1; o < 4; o <<= 1) {  // the 4 lanes of a row group
@@ -428,7 +398,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       acc[4 * j] += bv.x; acc[4 * j + 1] += bv.y; acc[4 * j + 2] += bv.x; acc[4 * j + 3] += bv.y;
     }
     if constexpr (PROTECT) {
-      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, wgc, wi, lane);
+      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, lane);
     }
     float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
     if constexpr (PROTECT) {
@@ -450,9 +420,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
         const int j = 8 * cc + jj, col = jj * 8 + 2 * (lane % 4);
-        *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) = Ty<T>::pack(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) = Elem<T>::pack(acc[4 * j], acc[4 * j + 1]);
         *reinterpret_cast<uint32_t*>(stg + (lane / 4 + 8) * STG_PITCH + col * 2) =
-            Ty<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
+            Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
       __syncwarp();
 #pragma unroll
@@ -562,12 +532,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 template <typename T, bool PROTECT>
 int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
   auto kern = gemm_global_kernel<T, PROTECT>;
-  static bool configured = false;
-  if (!configured) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM_BYTES);
-    if (e != cudaSuccess) return e;
-    configured = true;
-  }
+  if (cudaError_t e = sm90::allow_smem<gemm_global_kernel<T, PROTECT>>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;

@@ -71,53 +71,53 @@ __device__ __forceinline__ void consume_stage(Frag<T, MT>& f, uint32_t wt, uint3
     for (int j = 0; j < 8; j += 2) {
       const int row = 8 * (j + (mi >> 1)) + r8, chunk = 2 * s + (mi & 1);
       uint32_t r[4];
-      ldmatrix_x4(r, wt + row * 128 + ((chunk ^ r8) << 4));
+      ldsm_x4(r, wt + row * 128 + ((chunk ^ r8) << 4));
       b[j][0] = r[0]; b[j][1] = r[1]; b[j + 1][0] = r[2]; b[j + 1][1] = r[3];
     }
     uint32_t a[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int row = mt * 16 + (mi & 1) * 8 + r8, chunk = 2 * s + (mi >> 1);
-      ldmatrix_x4(a[mt], xt + row * 128 + ((chunk ^ r8) << 4));
+      ldsm_x4(a[mt], xt + row * 128 + ((chunk ^ r8) << 4));
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int j = 0; j < 8; ++j) mma16816<T>(f.acc[mt][j], a[mt], b[j][0], b[j][1]);
+      for (int j = 0; j < 8; ++j) Elem<T>::mma(f.acc[mt][j], a[mt], b[j][0], b[j][1]);
     if constexpr (PROTECT) {
       // Strided checksum of the fragments this thread holds: sum over the 8 n8-blocks, in fp32,
       // then split so that hi + mid + lo (bf16) or hi + 2^-11 mid (fp16) carries it exactly.
       uint32_t hi[2], mid[2], lo[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float2 v = Ty<T>::unpack(b[0][r]);
+        float2 v = Elem<T>::unpack(b[0][r]);
 #pragma unroll
         for (int j = 1; j < 8; ++j) {
-          const float2 u = Ty<T>::unpack(b[j][r]);
+          const float2 u = Elem<T>::unpack(b[j][r]);
           v.x += u.x; v.y += u.y;
         }
-        hi[r] = Ty<T>::pack(v.x, v.y);
-        const float2 h = Ty<T>::unpack(hi[r]);
+        hi[r] = Elem<T>::pack(v.x, v.y);
+        const float2 h = Elem<T>::unpack(hi[r]);
         const float r0 = v.x - h.x, r1 = v.y - h.y;
         if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          mid[r] = Ty<T>::pack(r0, r1);
-          const float2 m = Ty<T>::unpack(mid[r]);
-          lo[r] = Ty<T>::pack(r0 - m.x, r1 - m.y);
+          mid[r] = Elem<T>::pack(r0, r1);
+          const float2 m = Elem<T>::unpack(mid[r]);
+          lo[r] = Elem<T>::pack(r0 - m.x, r1 - m.y);
         } else {  // fp16: scale the residual out of the subnormal range
-          mid[r] = Ty<T>::pack(r0 * 2048.f, r1 * 2048.f);
+          mid[r] = Elem<T>::pack(r0 * 2048.f, r1 * 2048.f);
           lo[r] = 0u;
         }
       }
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        mma16816<T>(f.chk[mt], a[mt], hi[0], hi[1]);
+        Elem<T>::mma(f.chk[mt], a[mt], hi[0], hi[1]);
         if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          mma16816<T>(f.chk[mt], a[mt], mid[0], mid[1]);
-          mma16816<T>(f.chk[mt], a[mt], lo[0], lo[1]);
+          Elem<T>::mma(f.chk[mt], a[mt], mid[0], mid[1]);
+          Elem<T>::mma(f.chk[mt], a[mt], lo[0], lo[1]);
         } else {
-          mma16816<T>(f.chk2[mt], a[mt], mid[0], mid[1]);
+          Elem<T>::mma(f.chk2[mt], a[mt], mid[0], mid[1]);
         }
-        mma16816<T>(f.sx[mt], a[mt], Ty<T>::kOnes, Ty<T>::kOnes);
+        Elem<T>::mma(f.sx[mt], a[mt], Elem<T>::kOnes, Elem<T>::kOnes);
         f.mx[mt][0] = hmax2<T>(f.mx[mt][0], hmax2<T>(a[mt][0], a[mt][2]));
         f.mx[mt][1] = hmax2<T>(f.mx[mt][1], hmax2<T>(a[mt][1], a[mt][3]));
         f.mn[mt][0] = hmin2<T>(f.mn[mt][0], hmin2<T>(a[mt][0], a[mt][2]));
@@ -158,23 +158,6 @@ __device__ __forceinline__ void reduce_slots(float* part, int n, int wk, int tid
   }
 }
 
-// fp32 dot of two 16-bit rows of length K by one warp (rare correction path).
-template <typename T>
-__device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
-  float s = 0.f;
-  for (int64_t k = 8 * lane; k < K; k += 256) {
-    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
-    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 fa = Ty<T>::unpack(pa[i]), fb = Ty<T>::unpack(pb[i]);
-      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
-    }
-  }
-#pragma unroll
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return s;
-}
 
 template <typename T, int MT, int NBOX, bool PROTECT>
 __global__ void __launch_bounds__(THREADS, 2)
@@ -215,7 +198,7 @@ __global__ void __launch_bounds__(THREADS, 2)
       const T* bias = static_cast<const T*>(args.bias);
       for (int c = lane - 1; c < BN; c += 31) {
         const int64_t n = (int64_t)tile * BN + c;
-        sm.bias[c] = (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+        sm.bias[c] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
       }
       if (lane <= 3) sm.wst[lane - 1] = args.wstats[3 * b + lane - 1];
       if (lane == 4) sm.wfin = *args.wfinite;
@@ -284,7 +267,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float2 a = Ty<T>::unpack(f.mx[mt][h]), c = Ty<T>::unpack(f.mn[mt][h]);
+        const float2 a = Elem<T>::unpack(f.mx[mt][h]), c = Elem<T>::unpack(f.mn[mt][h]);
         float vx = fmaxf(a.x, a.y), vn = fminf(c.x, c.y);
         vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 1)); vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 2));
         vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 1)); vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 2));
@@ -356,7 +339,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int64_t n = col0 + 8 * j + e;
-          const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Ty<T>::to_f(bias[n]) : 0.f;
+          const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
           y[j][e] = v[4 * j + e] + bv;
           y[j][2 + e] = v[4 * j + 2 + e] + bv;
           if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
@@ -431,7 +414,7 @@ __global__ void __launch_bounds__(THREADS, 2)
           float t = 0.f;
           if (n < N) {
             t = warp_dot(X + sm.frow[fi] * args.x_rstride, W + n * args.w_rstride, K, lane);
-            if (bias) t += Ty<T>::to_f(bias[n]);
+            if (bias) t += Elem<T>::to_f(bias[n]);
           }
           if (lane == 0) sm.t[fi][l] = t;
         }
@@ -502,10 +485,10 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int j = 0; j < 8; ++j) {
           const int64_t n = col0 + 8 * j;
           if (pairs && n + 1 < N) {
-            *reinterpret_cast<uint32_t*>(yb + m * N + n) = Ty<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
+            *reinterpret_cast<uint32_t*>(yb + m * N + n) = Elem<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
           } else {
-            if (n < N) yb[m * N + n] = Ty<T>::from_f(y[j][2 * h]);
-            if (n + 1 < N) yb[m * N + n + 1] = Ty<T>::from_f(y[j][2 * h + 1]);
+            if (n < N) yb[m * N + n] = Elem<T>::from_f(y[j][2 * h]);
+            if (n + 1 < N) yb[m * N + n + 1] = Elem<T>::from_f(y[j][2 * h + 1]);
           }
         }
       }
@@ -527,13 +510,7 @@ template <typename T, int MT, int NBOX, bool PROTECT>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   auto kern = gemm_thread_kernel<T, MT, NBOX, PROTECT>;
   const size_t smem = smem_bytes<MT, NBOX>(a->stages, a->wm);
-  static size_t configured = 0;
-  if (smem > configured) {
-    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess) return e;
-    configured = smem;
-  }
+  if (cudaError_t e = sm90::allow_smem<gemm_thread_kernel<T, MT, NBOX, PROTECT>>(smem, true)) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
                      (unsigned)a->batch);
@@ -559,7 +536,6 @@ int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
 }
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
-  if (a->nbox == 4) return dispatch_p<T, 4>(a, tw, tx);
   if (a->nbox == 1) return dispatch_p<T, 1>(a, tw, tx);
   return dispatch_p<T, 2>(a, tw, tx);
 }
@@ -570,7 +546,7 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
 extern "C" int ft_gemm_thread(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->mtile != 1 && a->mtile != 2) || a->split < 1 ||
-      a->split > 16 || (a->nbox != 1 && a->nbox != 2 && a->nbox != 4) || (a->wm != 1 && a->wm != 2 && a->wm != 4) ||
+      a->split > 16 || (a->nbox != 1 && a->nbox != 2) || (a->wm != 1 && a->wm != 2 && a->wm != 4) ||
       a->stages < 2 || a->stages > thr::MAX_NS || a->stages % (thr::NCW / a->wm))  // a slot belongs to one K group
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx;

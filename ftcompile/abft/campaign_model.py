@@ -20,7 +20,7 @@ import torch
 
 from .. import telemetry
 from . import campaign_data as cd
-from .injection import ATTENTION_STAGES, GEMM_STAGES, FaultSpec, inject
+from .injection import ATTENTION_STAGES, FORMATS, GEMM_STAGES, FaultSpec, inject
 
 SIGNIFICANT = 1e-3  # a logit error above this fraction of max |logit| is a significant change
 
@@ -98,7 +98,7 @@ def run_model_campaign(model: Optional[torch.nn.Module] = None,
     names = sorted(n for n in kinds if sites is None or n in sites)
     if not names:
         raise ValueError("no protected site to inject into (check `sites` and the ft backend)")
-    width = {"fp32": 32, "bf16": 16, "fp16": 16}[fmt]
+    width = FORMATS[fmt][2]  # bits of the format
     bits = list(range(width)) if bits is None else list(bits)
 
     clean, _, clean_counts = _run(protected, inputs, device)

@@ -15,8 +15,10 @@ import torch
 from .. import telemetry
 from . import campaign_data as cd
 from . import gemm, injection
+from .checksum import exceeds
 from .injection import FaultSpec
-from .thresholds import aabft_threshold, aabft_mantissa_bits, e_max, extrema_variance, vabft_from_stats
+from .thresholds import (aabft_threshold, aabft_mantissa_bits, device_class, e_max,
+                         extrema_variance, vabft_from_stats)
 
 OPS = ("linear_global", "linear_thread", "attention")
 MAX_BATCH_MACS = 1 << 30  # multiply-adds per batched call of a clean campaign (~0.1-1 s on 2 cores)
@@ -84,16 +86,11 @@ def gemm_verification(x: torch.Tensor, w: torch.Tensor, e: Optional[float] = Non
     (E: fp32 row sum of the accumulator, or of the rounded output for path "rounded", minus
     x times the fp64-summed weight checksum; T: its V-ABFT threshold). x [B, M, K], w [B, N, K]."""
     n, k = w.shape[-2], w.shape[-1]
-    enc = gemm.weight_checksums(w, cache=False)  # fresh matrices: nothing to reuse
-    checks = x.float() @ enc.sums.transpose(-1, -2)
-    acc = x.float() @ w.float().transpose(-1, -2)
-    if path == "rounded":
-        acc = acc.to(x.dtype).float()
-    e = e_max("gpu" if x.is_cuda else "cpu", x.dtype, path, n=max(n, k)) if e is None else e
+    residuals, check, enc = gemm.row_residuals(x, w, (path,))
+    e = e_max(device_class(x.device), x.dtype, path, n=max(n, k)) if e is None else e
     mu_a, var_a = extrema_variance(x, -1)
     t = vabft_from_stats(mu_a, var_a, n, enc.stats, e, c_sigma)
-    d = acc.sum(-1) - checks[..., 0]
-    return d, t, checks[..., 0]
+    return residuals[path], t, check
 
 
 def run_fpr_campaign(op: str = "linear_global", shape: Sequence[int] = (128, 1024, 256),
@@ -258,14 +255,17 @@ def run_tightness(dtype="fp32", path: str = "fp32_acc", dist: str = "uniform",
     # A-ABFT's 2^-t is the precision of the checked sums: fp32 accumulators, or the output dtype.
     t_bits = aabft_mantissa_bits(torch.float32 if path == "fp32_acc" else dt)
     bar = _progress(len(sizes) * trials, f"tightness {cd.DTYPE_NAMES[dt]} {path}", progress)
+    e_used = {}
     for n in sizes:
         batch = max(1, min(trials, MAX_BATCH_MACS // n ** 3))
+        # The inputs are CPU tensors of dtype dt: what gemm_verification would look up per batch.
+        e_used[n] = e if e is not None else e_max("cpu", dt, path, n=n)
         es, vts, ats = [], [], []
         left = trials
         while left > 0:
             b = min(batch, left)
             x, w = make_inputs("linear_global", (n, n, n), dt, dist, g, batch=b)
-            d, t, _ = gemm_verification(x, w, e=e, path=path)
+            d, t, _ = gemm_verification(x, w, e=e_used[n], path=path)
             es.append(d.abs().flatten())
             vts.append(t.flatten())
             ats.append(torch.cat([aabft_threshold(x[i], w[i].transpose(0, 1), t_bits)
@@ -293,8 +293,7 @@ def run_tightness(dtype="fp32", path: str = "fp32_acc", dist: str = "uniform",
         r["fixed_small"] = small
         r["fixed_small_false_alarms"] = int((err > small).sum())
     return {"dtype": cd.DTYPE_NAMES[dt], "path": path, "dist": dist, "trials": trials,
-            "e_max": {str(r["n"]): e if e is not None else e_max("cpu", dt, path, n=r["n"])
-                      for r in rows},
+            "e_max": {str(r["n"]): e_used[r["n"]] for r in rows},
             "rows": rows}
 
 
@@ -316,6 +315,7 @@ def run_offline_detection(shape: Sequence[int] = (128, 1024, 256), dtype="bf16",
     g = torch.Generator().manual_seed(seed)
     m, k, n = shape
     batch = max(1, min(trials, MAX_BATCH_MACS // (m * k * n)))
+    e_used = e if e is not None else e_max("cpu", dt, "rounded", n=max(n, k))
     hits = {(bit, way): 0 for bit in bits for way in ("up", "down")}
     seen = dict.fromkeys(hits, 0)
     done = 0
@@ -323,7 +323,7 @@ def run_offline_detection(shape: Sequence[int] = (128, 1024, 256), dtype="bf16",
     while done < trials:
         b = min(batch, trials - done)
         x, w = make_inputs("linear_global", shape, dt, dist, g, batch=b)
-        d, t, _ = gemm_verification(x, w, e=e, path="rounded")
+        d, t, _ = gemm_verification(x, w, e=e_used, path="rounded")
         y = (x.float() @ w.float().transpose(-1, -2)).to(dt)
         for bit in bits:
             rows = torch.randint(0, m, (b,), generator=g)
@@ -332,7 +332,7 @@ def run_offline_detection(shape: Sequence[int] = (128, 1024, 256), dtype="bf16",
             v = y[ar, rows, cols].float()
             flipped = injection.corrupt(v, FaultSpec(site="offline", bit=bit, fmt=fmt))
             delta = flipped - v
-            found = injection_detects(d[ar, rows] + delta, t[ar, rows])
+            found = exceeds(d[ar, rows] + delta, t[ar, rows])  # NaN/Inf count as detected
             up = ~(flipped.abs() <= v.abs())  # 0 -> 1 in the exponent: the value grows (or NaN)
             for way, sel in (("up", up), ("down", ~up)):
                 seen[bit, way] += int(sel.sum())
@@ -340,7 +340,6 @@ def run_offline_detection(shape: Sequence[int] = (128, 1024, 256), dtype="bf16",
         done += b
         bar.update(b)
     bar.close()
-    e_used = e if e is not None else e_max("cpu", dt, "rounded", n=max(n, k))
     return {"shape": list(shape), "dtype": fmt, "dist": dist, "trials": trials, "e_max": e_used,
             "detection_rate": {str(b): sum(hits[b, w] for w in ("up", "down")) / trials
                                for b in bits},
@@ -348,9 +347,3 @@ def run_offline_detection(shape: Sequence[int] = (128, 1024, 256), dtype="bf16",
             "detection_rate_down": {str(b): cd.rate(hits[b, "down"], seen[b, "down"])
                                     for b in bits},
             "flips_up": {str(b): seen[b, "up"] for b in bits}}
-
-
-def injection_detects(residual: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
-    """|residual| > threshold with NaN/Inf detected (the ops' checksum.exceeds)."""
-    from .checksum import exceeds
-    return exceeds(residual, threshold)

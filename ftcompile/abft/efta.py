@@ -32,13 +32,20 @@ from typing import List, Optional, Tuple
 import torch
 
 from . import checksum, injection
-from .gemm import Outcome
-from .thresholds import b_stats, e_max, extrema_variance, vabft_from_stats
+from .gemm import Outcome, _e
+from .thresholds import b_stats, extrema_variance, vabft_from_stats
 
 BC = 64  # keys per tile
 DEAD = -80.0  # exp arguments below this count as zero probability (e^-80 ~ 1.8e-35)
 U32 = 2.0 ** -24
 ATTN_SAFETY = 4.0  # several dependent fp32 operations between checks (scale, mask, rescale)
+
+
+def attention_e(x: torch.Tensor, sk: int, d: int, e_max_safety: float) -> float:
+    """e of EFTA's V-ABFT thresholds for queries ``x`` (its device class and dtype), ``sk`` keys
+    and head dimension ``d``: the calibrated fp32-accumulation e_max at n = max(sk, d), times
+    ``e_max_safety`` and ATTN_SAFETY."""
+    return _e(x, sk, d, e_max_safety) * ATTN_SAFETY
 
 
 class _Counts:
@@ -60,8 +67,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     bias, keep = _mask(attn_mask, is_causal, q32.shape[:-1] + (sk,), q.device)
     finite_in = torch.isfinite(q32).all() & torch.isfinite(k32).all() & torch.isfinite(v32).all()
 
-    cls = "gpu" if q.is_cuda else "cpu"
-    e = e_max(cls, q.dtype, "fp32_acc", n=max(sk, d)) * e_max_safety * ATTN_SAFETY
+    e = attention_e(q, sk, d, e_max_safety)
     injections = injection.pending(site_id, site_name, injection.ATTENTION_STAGES)
     n_tiles = math.ceil(sk / BC)
     plan = _plan(injections, n_tiles)

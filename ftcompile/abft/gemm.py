@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import checksum, injection
-from .thresholds import BStats, b_stats, e_max, extrema_variance, vabft_from_stats
+from .thresholds import BStats, b_stats, device_class, e_max, extrema_variance, vabft_from_stats
 
 K_TILE = 64  # k-step of the accumulator (what FaultSpec.k_step counts)
 N_TILE = 64  # output tile width of the thread-level scheme
@@ -75,33 +75,52 @@ class DerivedCache:
 _checksum_cache = DerivedCache()
 
 
-def _encode_weight(weight: torch.Tensor) -> WeightChecksums:
+_stats_cache = DerivedCache()
+
+
+def _weight_stats(weight: torch.Tensor) -> Tuple[BStats, torch.Tensor]:
     w3 = _as_batched(weight)
     with torch.no_grad():
+        return b_stats(w3.transpose(-1, -2), -1), torch.isfinite(w3).all()
+
+
+def weight_stats(weight: torch.Tensor, cache: bool = True) -> Tuple[BStats, torch.Tensor]:
+    """(V-ABFT statistics of W^T, W holds no NaN/Inf): what the thread scheme needs of W offline;
+    computed once per weight, again if it changes in place."""
+    return _stats_cache.get(weight, _weight_stats, cache)
+
+
+def _encode_weight(weight: torch.Tensor, cache: bool) -> WeightChecksums:
+    with torch.no_grad():
         # fp64 sums: offline work, so make the reference checksums as exact as they can be.
-        sums = checksum.encode(w3.double()).float()
-        stats = b_stats(w3.transpose(-1, -2), -1)
-        finite = torch.isfinite(w3).all()
-    return WeightChecksums(sums, stats, finite)
+        sums = checksum.encode(_as_batched(weight).double()).float()
+    return WeightChecksums(sums, *weight_stats(weight, cache))
 
 
 def weight_checksums(weight: torch.Tensor, cache: bool = True) -> WeightChecksums:
     """Offline encoding of W (computed once per weight, again if it changes in place)."""
-    return _checksum_cache.get(weight, _encode_weight, cache)
+    return _checksum_cache.get(weight, lambda w: _encode_weight(w, cache), cache)
 
 
 def _as_batched(weight: torch.Tensor) -> torch.Tensor:
     return weight.reshape(-1, weight.shape[-2], weight.shape[-1])
 
 
-def _accumulate(x3: torch.Tensor, w3: torch.Tensor, bias: Optional[torch.Tensor],
+def draw_k_step(spec: injection.FaultSpec, g: torch.Generator, n_steps: int) -> int:
+    """The k-step after which an accumulator fault hits: the spec's, or drawn from its generator
+    (first draw, before the element's index); at most the last step."""
+    step = spec.k_step if spec.k_step is not None else int(torch.randint(0, n_steps, (1,), generator=g))
+    return min(step, n_steps - 1)
+
+
+def _accumulate(xf: torch.Tensor, wf: torch.Tensor, bias: Optional[torch.Tensor],
                 injections: List[injection.Injection], site_name: str, spread: int) -> torch.Tensor:
-    """fp32 accumulator of x W^T + b, k-tile by k-tile where an accumulator fault is pending.
+    """fp32 accumulator of x W^T + b (xf [WB, M, K], wf [WB, N, K]: the operands in fp32),
+    k-tile by k-tile where an accumulator fault is pending.
 
     ``spread``: column distance between the faults of one spec with count > 1, so that they
     fall in one check group (1 for whole-row checks, the stride for strided checks)."""
-    k = x3.shape[-1]
-    xf, wf = x3.float(), w3.float()
+    k = xf.shape[-1]
     acc_specs = [inj for inj in injections if inj.spec.stage == "accumulator"]
     if not acc_specs:
         acc = xf @ wf.transpose(-1, -2)
@@ -110,11 +129,9 @@ def _accumulate(x3: torch.Tensor, w3: torch.Tensor, bias: Optional[torch.Tensor]
         plan = {}
         for inj in acc_specs:
             g = inj.generator()
-            step = inj.spec.k_step if inj.spec.k_step is not None else int(
-                torch.randint(0, n_steps, (1,), generator=g))
-            plan.setdefault(min(step, n_steps - 1), []).append((inj, g))
-        acc = torch.zeros(x3.shape[0], x3.shape[1], w3.shape[1], dtype=torch.float32,
-                          device=x3.device)
+            plan.setdefault(draw_k_step(inj.spec, g, n_steps), []).append((inj, g))
+        acc = torch.zeros(xf.shape[0], xf.shape[1], wf.shape[1], dtype=torch.float32,
+                          device=xf.device)
         for step in range(n_steps):
             sl = slice(step * K_TILE, (step + 1) * K_TILE)
             acc += xf[..., sl] @ wf[..., sl].transpose(-1, -2)
@@ -224,8 +241,7 @@ def _prepare(x: torch.Tensor, weight: torch.Tensor):
 
 
 def _e(x: torch.Tensor, n: int, k: int, e_max_safety: float) -> float:
-    cls = "gpu" if x.is_cuda else "cpu"
-    return e_max(cls, x.dtype, "fp32_acc", n=max(n, k)) * e_max_safety
+    return e_max(device_class(x.device), x.dtype, "fp32_acc", n=max(n, k)) * e_max_safety
 
 
 def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
@@ -233,14 +249,15 @@ def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
                   ) -> Tuple[torch.Tensor, Outcome]:
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
+    xf = x3.float()
     enc = weight_checksums(weight, cache=static_weight)
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
-    acc = _accumulate(x3, w3, bias, injections, site_name, spread=1)
+    acc = _accumulate(xf, w3.float(), bias, injections, site_name, spread=1)
 
-    checks = x3.float() @ enc.sums.transpose(-1, -2)  # [WB, M, 2]
+    checks = xf @ enc.sums.transpose(-1, -2)  # [WB, M, 2]
     if bias is not None:
         checks = checks + checksum.encode(bias.float()[:, None]).squeeze(-1)
-    mu_a, var_a = extrema_variance(x3, -1)
+    mu_a, var_a = extrema_variance(xf, -1)
     e = _e(x, n, k, e_max_safety)
     threshold = vabft_from_stats(mu_a, var_a, n, enc.stats, e, c_sigma)
     if bias is not None:
@@ -252,6 +269,25 @@ def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
+def row_residuals(x: torch.Tensor, w: torch.Tensor, paths: Sequence[str] = ("fp32_acc",)
+                  ) -> Tuple[Dict[str, torch.Tensor], torch.Tensor, WeightChecksums]:
+    """linear_global's verification of y = x w^T without the op (no bias, no faults), for fresh
+    matrices (nothing cached): x [B, M, K], w [B, N, K].
+
+    Returns ({path: E [B, M]}, the row checksum [B, M], W's encoding). E is the fp32 row sum of
+    the accumulator (path "fp32_acc") or of the output rounded to x's dtype ("rounded") minus the
+    checksum, x times W's fp64-summed checksum taken in fp32."""
+    xf = x.float()
+    enc = weight_checksums(w, cache=False)
+    check = (xf @ enc.sums.transpose(-1, -2))[..., 0]  # as in linear_global
+    acc = xf @ w.float().transpose(-1, -2)
+    residuals = {}
+    for path in paths:
+        y = acc.to(x.dtype).float() if path == "rounded" else acc
+        residuals[path] = y.sum(-1) - check
+    return residuals, check, enc
+
+
 def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
                   c_sigma: float, e_max_safety: float, static_weight: bool = True
                   ) -> Tuple[torch.Tensor, Outcome]:
@@ -260,14 +296,15 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     tiles = math.ceil(n / N_TILE)
     s = checksum.STRIDE
     lanes = N_TILE // s
+    xf, wf = x3.float(), w3.float()
     # Online strided encoding of each 64-row tile of W: lane g sums rows g, g+8, ..., g+56.
-    w_pad = torch.nn.functional.pad(w3.float(), (0, 0, 0, tiles * N_TILE - n))
+    w_pad = torch.nn.functional.pad(wf, (0, 0, 0, tiles * N_TILE - n))
     w_groups = w_pad.view(wb, tiles, lanes, s, k).transpose(2, 3)  # [WB, T, g, l, K]
     enc = checksum.encode(w_groups)  # [WB, T, g, 2, K]
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
-    acc = _accumulate(x3, w3, bias, injections, site_name, spread=s)
+    acc = _accumulate(xf, wf, bias, injections, site_name, spread=s)
 
-    checks = torch.einsum("bmk,btgck->bmtgc", x3.float(), enc)  # [WB, M, T, g, 2]
+    checks = torch.einsum("bmk,btgck->bmtgc", xf, enc)  # [WB, M, T, g, 2]
     if bias is not None:
         b_pad = torch.nn.functional.pad(bias.float(), (0, tiles * N_TILE - n))
         checks = checks + checksum.encode(b_pad.view(tiles, lanes, s).transpose(1, 2)[..., None]
@@ -282,13 +319,13 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
         t, g = divmod(gi, s)
         return t * N_TILE + g + s * p
 
-    mu_a, var_a = extrema_variance(x3, -1)
-    stats = b_stats(w3.transpose(-1, -2), -1)
+    mu_a, var_a = extrema_variance(xf, -1)
+    stats, w_finite = weight_stats(weight, cache=static_weight)
     e = _e(x, lanes, k, e_max_safety)
     threshold = vabft_from_stats(mu_a, var_a, lanes, stats, e, c_sigma)
     if bias is not None:
         threshold = threshold + e * bias.float().abs().max() * lanes
-    valid = row_finite & torch.isfinite(w3).all()
+    valid = row_finite & w_finite
     outcome = _finish(acc, group_view, col_of, checks, threshold[..., None].expand(-1, -1, tiles * s),
                       valid, x3, w3, bias, policy, e)
     outcome.nonfinite_inputs = (~valid).any().long()

@@ -159,6 +159,18 @@ def group_positions(size: int, i0: int, step: int = 1, span: Optional[int] = Non
     return list(range(base + (i0 - base) % step, min(base + span, size), step))
 
 
+def spread_positions(size: int, i0: int, count: int, step: int = 1, span: Optional[int] = None,
+                     where: str = "") -> List[int]:
+    """Where the ``count`` faults of one spec land: position i0 and the next count - 1 positions
+    of its check group (``group_positions``), wrapping around the group."""
+    slots = group_positions(size, i0, step, span) if count > 1 else [i0]
+    if count > len(slots):
+        raise ValueError(f"FaultSpec.count={count} exceeds the {len(slots)} elements of the "
+                         f"check group at {where}")
+    p0 = slots.index(i0)
+    return [slots[(p0 + c) % len(slots)] for c in range(count)]
+
+
 def apply(t: torch.Tensor, inj: Injection, site_name: str, index: Tuple[int, ...],
           extra: int = 0, spread_dim: int = -1, spread_step: int = 1,
           spread_span: Optional[int] = None) -> None:
@@ -168,14 +180,10 @@ def apply(t: torch.Tensor, inj: Injection, site_name: str, index: Tuple[int, ...
     size = t.shape[spread_dim]
     index = tuple(int(i) for i in index)
     i0 = index[spread_dim] % size
-    slots = group_positions(size, i0, spread_step, spread_span) if spec.count > 1 else [i0]
-    if spec.count > len(slots):
-        raise ValueError(f"FaultSpec.count={spec.count} exceeds the {len(slots)} elements of the "
-                         f"check group at {index} in {site_name} ({spec.stage})")
-    p0 = slots.index(i0)
-    for c in range(spec.count):
+    for pos in spread_positions(size, i0, spec.count, spread_step, spread_span,
+                                f"{index} in {site_name} ({spec.stage})"):
         idx = list(index)
-        idx[spread_dim] = slots[(p0 + c) % len(slots)]
+        idx[spread_dim] = pos
         idx = tuple(idx)
         before = t[idx].float().clone()
         after = corrupt(before, spec)

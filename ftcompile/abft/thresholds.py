@@ -51,9 +51,18 @@ def user_table_path() -> Path:
     return base / "ftcompile" / "emax.json"
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
+    """The dtype's short name: fp32, fp16, bf16 or fp64 (KeyError for any other dtype)."""
     return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
             torch.float64: "fp64"}[dtype]
+
+
+def device_class(device) -> str:
+    """The device class whose e_max defaults apply: "gpu" for a CUDA device, else "cpu"."""
+    return "gpu" if torch.device(device).type == "cuda" else "cpu"
+
+
+_device_class = device_class  # for vabft_threshold, whose keyword argument shadows the name
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,7 +80,7 @@ def reload_tables() -> None:
 def emax_key(device_class: str, dtype: torch.dtype, path: str) -> str:
     if path not in PATHS:
         raise ValueError(f"accumulation path must be one of {PATHS}, got {path!r}")
-    return f"{device_class}/{_dtype_name(dtype)}/{path}"
+    return f"{device_class}/{dtype_name(dtype)}/{path}"
 
 
 def e_max(device_class: str, dtype: torch.dtype, path: str = "fp32_acc", n: int = 1024,
@@ -83,7 +92,7 @@ def e_max(device_class: str, dtype: torch.dtype, path: str = "fp32_acc", n: int 
     shipped, user = _tables()
     keys = []
     if device_name:
-        keys.append(f"{device_name}/{_dtype_name(dtype)}/{path}")
+        keys.append(f"{device_name}/{dtype_name(dtype)}/{path}")
     keys.append(emax_key(device_class, dtype, path))
     for table in (user, shipped):
         for key in keys:
@@ -136,7 +145,7 @@ def vabft_threshold(a: torch.Tensor, b: torch.Tensor, e: Optional[float] = None,
     the whole row. ``e`` defaults to the calibrated e_max for (device class, a.dtype, path)."""
     n = group or b.shape[-1]
     if e is None:
-        cls = device_class or ("gpu" if a.is_cuda else "cpu")
+        cls = device_class or _device_class(a.device)
         e = e_max(cls, a.dtype, path, n=max(a.shape[-1], n))
     mu_a, var_a = extrema_variance(a, -1)
     return vabft_from_stats(mu_a, var_a, n, b_stats(b, -1), e, c_sigma)

@@ -28,6 +28,28 @@ def csrc_dir(family: str) -> Path:
     raise FileNotFoundError(f"ftcompile: csrc/{family} sources not found")
 
 
+def build_library(family: str, name: str, extra_cuda_cflags=(), extra_cflags=(), verbose: bool = False) -> str:
+    """Compile csrc/<family>/*.cu (with csrc/common) for sm_90a through torch.utils.cpp_extension +
+    ninja (cached in TORCH_EXTENSIONS_DIR); returns the shared library's path."""
+    from torch.utils.cpp_extension import load
+
+    src = csrc_dir(family)
+    sources = sorted(str(p) for p in src.glob("*.cu"))
+    if not sources:
+        raise RuntimeError(f"ftcompile: no CUDA sources in {src}")
+    # sm_90a only: the kernels use wgmma, TMA and setmaxnreg (no fallback code paths in csrc).
+    return load(name=name, sources=sources, extra_include_paths=[str(src), str(csrc_dir("common"))],
+                extra_cflags=list(extra_cflags), is_python_module=False, verbose=verbose,
+                extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a",
+                                   *extra_cuda_cflags])
+
+
+@functools.lru_cache(maxsize=None)
+def is_sm90(device: torch.device) -> bool:
+    """The kernels are built for sm_90a (wgmma, TMA, setmaxnreg): Hopper only."""
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
 # op name -> (supports(*tensors) -> bool, kernel). Filled by ftcompile.ops.kernels on load.
 _KERNELS: Dict[str, tuple] = {}
 
@@ -51,11 +73,12 @@ def _load() -> bool:
     return True
 
 
-def kernel_for(op: str, *tensors) -> Optional[Callable]:
+def kernel_for(op: str, *tensors, **hints) -> Optional[Callable]:
+    """hints (e.g. static_weight) go to the op's supports() with the tensors."""
     first = tensors[0]
     if not first.is_cuda or not _load():
         return None
     entry = _KERNELS.get(op)
-    if entry is None or not entry[0](*tensors):
+    if entry is None or not entry[0](*tensors, **hints):
         return None
     return entry[1]

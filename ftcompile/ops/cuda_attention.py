@@ -2,12 +2,12 @@
 on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k, v) or on mma.sync
 (efta_kernel.cuh; the fallback). Both carry the same protection code.
 
-``supports(q, k, v)`` says whether the kernel takes a call (sm_90 GPU, fp16/bf16, head dim 64 or
-128, matching batch dims); everything else runs the reference (ftcompile.abft.efta) on the GPU:
-fp32 inputs (the reference is fp32 throughout), other head dims (no kernel instantiated), other
-architectures (built for sm_90a only). ``kernel(...)`` is registered for the op; it falls back to
-the reference for a mask it cannot broadcast or a non-positive scale, where the reference raises
-the clear error or computes the odd case.
+``supports(q, k, v, attn_mask, scale, enable_gqa)`` says whether the kernel takes a call (sm_90 GPU,
+fp16/bf16, head dim 64 or 128, matching batch dims, a mask that broadcasts, a positive scale, GQA
+asked for); everything else runs the reference (ftcompile.abft.efta) on the GPU: fp32 inputs (the
+reference is fp32 throughout), other head dims (no kernel instantiated), other architectures
+(built for sm_90a only), and the odd cases, where the reference raises the clear error or computes
+them. ``kernel(...)`` is registered for the op.
 
 The library is built lazily on first use with torch.utils.cpp_extension (ninja, cached in
 TORCH_EXTENSIONS_DIR) and driven through a C ABI (ctypes), so the .cu files need only CUDA headers.
@@ -39,17 +39,16 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .. import telemetry
+from .. import config, telemetry
 from ..abft import checksum, efta, injection
-from ..abft.thresholds import e_max
 from . import cuda
 
 HEAD_DIMS = (64, 128)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
 ALARM_FIELDS = ("tile_alarms", "tile_faults", "final_alarms", "rowsum_alarms")
 DEBUG_FIELDS = ("unified_ratio", "masked_ratio", "final_ratio", "rowsum_ratio")
-POLICIES = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
-STAGE_IDS = {s: i for i, s in enumerate(("score", "exp", "rowmax", "rowsum", "pv", "rescale"))}
+POLICIES = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
+STAGE_IDS = {s: i for i, s in enumerate(injection.ATTENTION_STAGES)}
 MAX_INJECTIONS = 16
 # Reference order of injection points within a tile (efta.attention): score, rowmax, exp, rowsum,
 # rescale (tiles >= 1), pv.
@@ -70,12 +69,11 @@ M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
 # fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
 KC_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16.0}
 VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
-VC2_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16384.0}  # ABI slot; the kernel no longer uses c2
 
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
         "call_id inj n_inj inj_log stream").split()
-_F64 = "scale kc_unscale vc1_unscale vc2_unscale c_gemm e_out tol_agree".split()
+_F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
 
 
 class _HostArgs(ctypes.Structure):
@@ -96,21 +94,12 @@ def library(ablate: int = 0) -> ctypes.CDLL:
     ``ablate`` > 0: a measurement build with protection steps removed (EFTA_ABLATE, see the kernel)."""
     if not torch.cuda.is_available():
         raise RuntimeError("ftcompile attention kernel: no CUDA device")
-    from torch.utils.cpp_extension import load
-
-    src = cuda.csrc_dir("attention")
-    sources = sorted(str(p) for p in src.glob("*.cu"))
-    if not sources:
-        raise RuntimeError(f"ftcompile attention kernel: no sources in {src}")
-    path = load(name="ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""), sources=sources,
-                extra_include_paths=[str(src), str(cuda.csrc_dir("common"))],
-                # hidden visibility: each build's template instantiations stay its own (two builds
-                # in one process, e.g. a measurement build, must not bind to each other's kernels)
-                extra_cflags=["-fvisibility=hidden"],
-                extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", f"-DEFTA_ABLATE={int(ablate)}",
-                                   "-Xcompiler", "-fvisibility=hidden",
-                                   "-gencode=arch=compute_90a,code=sm_90a"],
-                is_python_module=False, verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
+    # hidden visibility: each build's template instantiations stay its own (two builds in one
+    # process, e.g. a measurement build, must not bind to each other's kernels)
+    path = cuda.build_library("attention", "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""),
+                              extra_cuda_cflags=[f"-DEFTA_ABLATE={int(ablate)}", "-Xcompiler", "-fvisibility=hidden"],
+                              extra_cflags=["-fvisibility=hidden"],
+                              verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
     lib = ctypes.CDLL(path)
     lib.efta_attention_forward.argtypes = [ctypes.POINTER(_HostArgs)]
     lib.efta_attention_forward.restype = ctypes.c_int
@@ -124,11 +113,6 @@ def library(ablate: int = 0) -> ctypes.CDLL:
 
 
 @functools.lru_cache(maxsize=None)
-def _device_ok(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) == (9, 0)
-
-
-@functools.lru_cache(maxsize=None)
 def _library_ok() -> bool:
     try:
         library()
@@ -138,8 +122,10 @@ def _library_ok() -> bool:
         return False
 
 
-def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Optional[str]:
-    """None where the kernel takes (q, k, v); else why the reference runs instead."""
+def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                    scale: Optional[float] = None, enable_gqa: bool = True) -> Optional[str]:
+    """None where the kernel takes the call; else why the reference runs instead (and raises the
+    clear error, or computes the odd case)."""
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return "not on a CUDA device"
     if q.dtype not in (torch.float16, torch.bfloat16):
@@ -158,17 +144,29 @@ def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Option
             return "batch dims differ between q, k, v (no broadcasting in the kernel)"
         if q.shape[-3] % k.shape[-3]:
             return "query heads not a multiple of key/value heads"
+        if q.shape[-3] != k.shape[-3] and not enable_gqa:
+            return "query and key/value heads differ without enable_gqa"
+    if scale is not None and not (math.isfinite(float(scale)) and float(scale) > 0):
+        return f"scale {scale}: the kernel takes a positive finite scale"
+    if attn_mask is not None:
+        if attn_mask.device != q.device or not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+            return "attn_mask on another device or neither bool nor floating point"
+        try:
+            attn_mask.expand(*q.shape[:-1], k.shape[-2])
+        except RuntimeError:
+            return "attn_mask does not broadcast to the scores"
     if q.numel() == 0 or k.numel() == 0:
         return "empty input"
-    if not _device_ok(q.device.index if q.device.index is not None else torch.cuda.current_device()):
+    if not cuda.is_sm90(_dev(q)):
         return "not an sm_90 device (the kernels are built for sm_90a)"
     if not _library_ok():
         return "kernel library failed to build"
     return None
 
 
-def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    return fallback_reason(q, k, v) is None
+def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+             scale: Optional[float] = None, enable_gqa: bool = True) -> bool:
+    return fallback_reason(q, k, v, attn_mask, scale, enable_gqa) is None
 
 
 def _buffers(device: torch.device) -> Dict[str, torch.Tensor]:
@@ -229,16 +227,6 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     """Rows must start on 16 bytes (cp.async) with a contiguous head dim."""
     ok = t.stride(-1) == 1 and all(s % 8 == 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0
     return t if ok else t.contiguous()
-
-
-def _reference(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:
-    from . import library as lib_ops
-
-    with torch.no_grad():
-        out, outcome = efta.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa,
-                                      **lib_ops._site_kwargs(site))
-    lib_ops._record(site.id, q.device, outcome, site)
-    return out
 
 
 def _float_bits(x: float) -> int:
@@ -318,9 +306,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     ``ablate`` (benchmarks only): run a measurement build with protection steps removed.
     ``m_tiles``: m16 tiles per warp of the mma kernel at d=64 (1 or 2; default M_TILES_D64).
     ``kernel``: "auto", "wgmma" or "mma" (default KERNEL); ``last_kernel()`` says which one ran."""
-    reason = fallback_reason(q, k, v)
+    reason = fallback_reason(q, k, v, attn_mask, scale, enable_gqa)
     if reason is not None:
         raise ValueError(f"ftcompile attention kernel: unsupported call ({reason})")
+    return _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect, inj_rows, prepass_only,
+                   ablate, m_tiles, kernel)
+
+
+def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+            is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+            site: Optional[telemetry.Site] = None, protect: bool = True,
+            inj_rows: Optional[torch.Tensor] = None, prepass_only: bool = False,
+            ablate: int = 0, m_tiles: Optional[int] = None, kernel: Optional[str] = None) -> torch.Tensor:
+    """attention() after its support check (the op's kernel: supports() checked the call)."""
     if protect and site is None:
         raise ValueError("ftcompile attention kernel: a protected call needs a site")
     d = q.shape[-1]
@@ -374,8 +372,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         bufs = _buffers(device)
         row = telemetry.counters(device)[site.id]
         a.kc, a.kn, a.vc = kc.data_ptr(), kn.data_ptr(), vc.data_ptr()
-        a.kc_unscale, a.vc1_unscale, a.vc2_unscale = KC_UNSCALE[q.dtype], VC1_UNSCALE[q.dtype], VC2_UNSCALE[q.dtype]
-        e = e_max("gpu", q.dtype, "fp32_acc", n=max(sk, d)) * site.e_max_safety * efta.ATTN_SAFETY
+        a.kc_unscale, a.vc1_unscale = KC_UNSCALE[q.dtype], VC1_UNSCALE[q.dtype]
+        e = efta.attention_e(q, sk, d, site.e_max_safety)
         a.c_gemm = C_GEMM
         a.e_out = 2.0 * e * (site.c_sigma / 2.5) + (n_tiles + 16) * 2.0 ** -24 + REPR_OUT[q.dtype]
         a.tol_agree = TOL_AGREE[q.dtype]
@@ -427,21 +425,8 @@ def last_kernel() -> Optional[str]:
 
 
 def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:
-    """The op's CUDA implementation (registered with ftcompile.ops.cuda)."""
-    hq = q.shape[-3] if q.dim() >= 3 else 1
-    hk = k.shape[-3] if k.dim() >= 3 else 1
-    bad_scale = scale is not None and not (math.isfinite(float(scale)) and float(scale) > 0)
-    bad_mask = False
-    if attn_mask is not None:
-        try:
-            attn_mask.expand(*q.shape[:-1], k.shape[-2])
-        except RuntimeError:
-            bad_mask = True
-        bad_mask |= attn_mask.device != q.device or not (
-            attn_mask.dtype == torch.bool or attn_mask.is_floating_point())
-    if (hq != hk and not enable_gqa) or bad_scale or bad_mask:
-        return _reference(q, k, v, attn_mask, is_causal, scale, enable_gqa, site)
-    return attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True)
+    """The op's CUDA implementation (registered with ftcompile.ops.cuda; supports() said yes)."""
+    return _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True)
 
 
 cuda.register("attention", supports, kernel)

@@ -25,6 +25,7 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import threading
@@ -33,15 +34,15 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from .. import telemetry
-from ..abft import gemm, injection
+from .. import config, telemetry
+from ..abft import checksum, gemm, injection
 from . import cuda
 
 K_TILE = gemm.K_TILE
 N_TILE = gemm.N_TILE
-STRIDE = 8
+STRIDE = checksum.STRIDE
 MAX_INJ = 8
-POLICY = {"correct": 0, "detect": 1, "raise": 2, "recompute": 3}
+POLICY = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128
@@ -86,25 +87,9 @@ class _Args(ctypes.Structure):
 
 
 # ----------------------------------------------------------------------------- build / load
-def arch_flag(device=None) -> Tuple[str, str]:
-    """(-gencode flag, tag) for the device: sm_90a on Hopper (wgmma and setmaxnreg need the a)."""
-    major, minor = torch.cuda.get_device_capability(device)
-    arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
-    return f"-gencode=arch=compute_{arch},code=sm_{arch}", arch
-
-
 def build(verbose: bool = False) -> str:
-    """Compile csrc/gemm/*.cu with cpp_extension + ninja; returns the shared library's path."""
-    from torch.utils.cpp_extension import _get_build_directory, load
-
-    flag, arch = arch_flag()
-    name = f"ftcompile_gemm_sm{arch}"
-    build_dir = _get_build_directory(name, verbose)
-    sources = sorted(str(p) for p in cuda.csrc_dir("gemm").glob("*.cu"))
-    load(name=name, sources=sources, build_directory=build_dir, verbose=verbose,
-         extra_include_paths=[str(cuda.csrc_dir("common"))],
-         is_python_module=False, extra_cuda_cflags=["-O3", "-std=c++17", flag, "-lineinfo"])
-    return os.path.join(build_dir, f"{name}.so")
+    """Compile csrc/gemm/*.cu; returns the shared library's path."""
+    return cuda.build_library("gemm", "ftcompile_gemm_sm90a", verbose=verbose)
 
 
 _lib_lock = threading.Lock()
@@ -135,18 +120,19 @@ def lib():
 # ----------------------------------------------------------------------------- per-tensor caches
 # Keyed on the parameter behind a view (see gemm.DerivedCache); bypassed for weights computed in
 # the graph, whose scratch buffers a compiled graph may rewrite without bumping _version.
-_wcache, _bcache, _ccache, _mcache = (gemm.DerivedCache(), gemm.DerivedCache(),
-                                      gemm.DerivedCache(), gemm.DerivedCache())
+_wcache = {"linear_global": gemm.DerivedCache(), "linear_thread": gemm.DerivedCache()}
+_bcache, _ccache, _mcache = gemm.DerivedCache(), gemm.DerivedCache(), gemm.DerivedCache()
 
 
-def _weight_enc(weight: torch.Tensor, cache: bool = True):
-    """(sums [WB,2,K] fp32, stats [WB,3] fp32, finite int32 [1]) from gemm.weight_checksums."""
+def _weight_enc(weight: torch.Tensor, scheme: str, cache: bool = True):
+    """(sums [WB,2,K] fp32 or None, stats [WB,3] fp32, finite int32 [1]): what the scheme's kernel
+    reads of W (the thread kernel no W sums: it checks against the W tiles it loads)."""
     def make(w):
-        enc = gemm.weight_checksums(w, cache)
-        stats = torch.stack([enc.stats.sum_abs_mu, enc.stats.sum_var, enc.stats.sum_mu2], -1)
-        return (enc.sums.contiguous(), stats.float().reshape(-1, 3).contiguous(),
-                enc.finite.to(torch.int32).reshape(1))
-    return _wcache.get(weight, make, cache)
+        sums = gemm.weight_checksums(w, cache).sums.contiguous() if scheme == "linear_global" else None
+        st, finite = gemm.weight_stats(w, cache)
+        stats = torch.stack([st.sum_abs_mu, st.sum_var, st.sum_mu2], -1)
+        return sums, stats.float().reshape(-1, 3).contiguous(), finite.to(torch.int32).reshape(1)
+    return _wcache[scheme].get(weight, make, cache)
 
 
 def _bias_stats(bias: torch.Tensor, cache: bool = True) -> torch.Tensor:
@@ -178,21 +164,20 @@ def _tma_ok(t3: torch.Tensor) -> bool:
             and t3.data_ptr() % 16 == 0)
 
 
-def _weight_maxabs(weight: torch.Tensor) -> float:
+def _weight_maxabs(weight: torch.Tensor, cache: bool = True) -> float:
     """max |W| (one host sync per weight version): fp16 thread checksums must not overflow."""
-    return _mcache.get(weight, lambda w: float(w.detach().abs().max()))
+    return _mcache.get(weight, lambda w: float(w.detach().abs().max()), cache)
 
 
 # ----------------------------------------------------------------------------- workspaces
 _ws: Dict[tuple, torch.Tensor] = {}
 
 
-def _workspace(kind: str, device: torch.device, rows: int = 0, mtiles: int = 0):
+def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
     thread: int32 [done, flag]. global: (buffer, rows, mtiles) with fp64 s1, s2, c1, sx [rows],
     fp32 max (-inf), min (+inf) [rows], int32 tickets [mtiles], done, flag; grown by doubling."""
-    stream = torch.cuda.current_stream(device).cuda_stream
     key = (kind, device, stream)
     hit = _ws.get(key)
     if kind == "thread":
@@ -213,11 +198,12 @@ def _workspace(kind: str, device: torch.device, rows: int = 0, mtiles: int = 0):
 
 # ----------------------------------------------------------------------------- support checks
 def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
-                    bias: Optional[torch.Tensor] = None) -> Optional[str]:
-    """Why the CUDA kernel does not take this call (None: it does)."""
+                    bias: Optional[torch.Tensor] = None, static_weight: bool = True) -> Optional[str]:
+    """Why the CUDA kernel does not take this call (None: it does). static_weight: W may be cached
+    (a parameter), not recomputed in the graph."""
     if not x.is_cuda:
         return "not a CUDA tensor"
-    if torch.cuda.get_device_capability(x.device) != (9, 0):
+    if not cuda.is_sm90(x.device):
         return "kernels are built for sm_90 (Hopper) only"
     if x.dtype not in DTYPES:
         return f"dtype {x.dtype}: the kernels take bf16 and fp16"
@@ -233,14 +219,14 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
         return "a dimension beyond 2^31"
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         return "bias must be [N]"
-    if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight) * 8 > 60000:
+    if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight, static_weight) * 8 > 60000:
         return "fp16 weights so large that an 8-term checksum could overflow fp16"
     return None
 
 
 def _supports(scheme):
-    def supports(x, weight, bias=None):
-        return fallback_reason(scheme, x, weight, bias) is None
+    def supports(x, weight, bias=None, static_weight=True):
+        return fallback_reason(scheme, x, weight, bias, static_weight) is None
     return supports
 
 
@@ -254,25 +240,16 @@ def plan_injections(injections: List[injection.Injection], rows: int, n: int, k:
     for inj in injections:
         spec = inj.spec
         g = inj.generator()
-        step = -1
-        if spec.stage == "accumulator":
-            step = spec.k_step if spec.k_step is not None else int(
-                torch.randint(0, n_steps, (1,), generator=g))
-            step = min(step, n_steps - 1)
+        step = gemm.draw_k_step(spec, g, n_steps) if spec.stage == "accumulator" else -1
         index = tuple(int(i) for i in spec.index) if spec.index is not None else \
             injection.draw_index((rows, n), g)
         if len(index) != 2 or not (-rows <= index[0] < rows and -n <= index[1] < n):
             raise IndexError(f"fault index {index} out of range for a [{rows}, {n}] output ({site_name})")
         row, col = index[0] % rows, index[1] % n
         # count > 1: the next elements of the same check group (injection.apply's placement).
-        slots = injection.group_positions(n, col, spread, N_TILE if spread > 1 else None) \
-            if spec.count > 1 else [col]
-        if spec.count > len(slots):
-            raise ValueError(f"FaultSpec.count={spec.count} exceeds the {len(slots)} elements of the "
-                             f"check group at {index} in {site_name} ({spec.stage})")
-        p0 = slots.index(col)
-        for c in range(spec.count):
-            out.append((inj, spec.stage, row, slots[(p0 + c) % len(slots)], step))
+        for c in injection.spread_positions(n, col, spec.count, spread, N_TILE if spread > 1 else None,
+                                            f"{index} in {site_name} ({spec.stage})"):
+            out.append((inj, spec.stage, row, c, step))
     return out
 
 
@@ -309,6 +286,7 @@ def _num_sms(device) -> int:
     return _sms[device]
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of the shape: off the per-call path
 def thread_config(m: int, n: int, k: int, wb: int, num_sms: int, nbox: Optional[int] = None,
                   stages: Optional[int] = None, wm: Optional[int] = None,
                   mtile: Optional[int] = None) -> Tuple[int, int, int, int, int]:
@@ -400,9 +378,11 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if protect:
         # Encoded from the kernel's weight (padded where K % 8 != 0: statistics over K8 columns,
         # as the kernel's x statistics are).
-        sums, stats, finite = _weight_enc(w3 if k != weight.shape[-1] else weight, site.static_weight)
+        sums, stats, finite = _weight_enc(w3 if k != weight.shape[-1] else weight, scheme, site.static_weight)
         keep += [sums, stats, finite]
-        a.wsum, a.wstats, a.wfinite = sums.data_ptr(), stats.data_ptr(), finite.data_ptr()
+        a.wstats, a.wfinite = stats.data_ptr(), finite.data_ptr()
+        if sums is not None:
+            a.wsum = sums.data_ptr()
         if bias is not None:
             bst = _bias_stats(bias, site.static_weight)
             keep.append(bst)
@@ -428,9 +408,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
                                                                  wm, mtile)
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
-        ws = _workspace("thread", dev)
+        ws = _workspace("thread", dev, a.stream)
     elif protect:
-        ws, a.ws_rows, a.ws_mtiles = _workspace("global", dev, wb * m, wb * math.ceil(m / GLOBAL_BM))
+        ws, a.ws_rows, a.ws_mtiles = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
     else:
         ws = None
     if ws is not None:
@@ -463,6 +443,7 @@ def _linear_thread(x, weight, bias, site):
 
 # ----------------------------------------------------------------------------- registration
 if torch.cuda.is_available():
-    lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
+    if cuda.is_sm90(torch.device("cuda", torch.cuda.current_device())):
+        lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
     cuda.register("linear_global", _supports("linear_global"), _linear_global)
     cuda.register("linear_thread", _supports("linear_thread"), _linear_thread)

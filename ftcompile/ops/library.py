@@ -20,6 +20,7 @@ from torch import Tensor
 
 from .. import telemetry
 from ..abft import efta, gemm
+from ..selection import SUPPORTED_DTYPES
 from . import cuda
 
 NEEDS_CONTIGUOUS = (torch.Tag.needs_contiguous_strides,)
@@ -45,7 +46,7 @@ def _weight_nk(weight: Tensor, transposed: bool) -> Tensor:
 
 
 def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> None:
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if x.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"ftcompile linear: unsupported dtype {x.dtype} (fp32, fp16, bf16)")
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         raise TypeError(f"ftcompile linear: x, weight and bias must share a dtype, got "
@@ -61,7 +62,7 @@ def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site
     weight = _weight_nk(weight, transposed)
     _check_linear_args(x, weight, bias)
     site = telemetry.site(site_id)
-    kernel = cuda.kernel_for(scheme, x, weight, bias)
+    kernel = cuda.kernel_for(scheme, x, weight, bias, static_weight=site.static_weight)
     if kernel is not None:
         return kernel(x, weight, bias, site)
     reference = gemm.linear_global if scheme == "linear_global" else gemm.linear_thread
@@ -95,7 +96,7 @@ linear_thread.register_fake(_linear_fake)
 @torch.library.custom_op("ftcompile::attention", mutates_args=(), tags=NEEDS_CONTIGUOUS)
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
               scale: Optional[float], enable_gqa: bool, site: int) -> Tensor:
-    if q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if q.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"ftcompile attention: unsupported dtype {q.dtype} (fp32, fp16, bf16)")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError("ftcompile attention: q, k and v must share a dtype")
@@ -103,7 +104,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_c
         raise ValueError(f"ftcompile attention: incompatible shapes q{tuple(q.shape)} "
                          f"k{tuple(k.shape)} v{tuple(v.shape)}")
     s = telemetry.site(site)
-    kernel = cuda.kernel_for("attention", q, k, v)
+    kernel = cuda.kernel_for("attention", q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=enable_gqa)
     if kernel is not None:
         return kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, s)
     with torch.no_grad():
@@ -132,12 +133,11 @@ def _linear_backward(ctx, grad):
     if weight.dim() == 2:
         gx = grad @ weight
         gw = grad.reshape(-1, grad.shape[-1]).transpose(0, 1) @ x.reshape(-1, x.shape[-1])
-        gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
     else:
         gx = (grad.reshape(weight.shape[0], -1, grad.shape[-1]) @ weight).reshape(x.shape)
         gw = grad.reshape(weight.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ x.reshape(
             weight.shape[0], -1, x.shape[-1])
-        gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
+    gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
     return gx, _weight_nk(gw, ctx.transposed), gb, None, None
 
 
@@ -147,8 +147,7 @@ for _op in (linear_global, linear_thread):
 
 def _attention_setup(ctx, inputs, output):
     q, k, v, attn_mask, is_causal, scale, enable_gqa, _ = inputs
-    ctx.save_for_backward(q, k, v, attn_mask if attn_mask is not None else None)
-    ctx.has_mask = attn_mask is not None
+    ctx.save_for_backward(q, k, v, attn_mask)  # a None mask is saved (and given back) as None
     ctx.is_causal, ctx.scale, ctx.enable_gqa = is_causal, scale, enable_gqa
 
 
@@ -157,7 +156,7 @@ def _attention_backward(ctx, grad):
     with torch.enable_grad():
         qd, kd, vd = (t.detach().requires_grad_() for t in (q, k, v))
         out = torch.nn.functional.scaled_dot_product_attention(
-            qd, kd, vd, attn_mask=mask if ctx.has_mask else None, is_causal=ctx.is_causal,
+            qd, kd, vd, attn_mask=mask, is_causal=ctx.is_causal,
             scale=ctx.scale, enable_gqa=ctx.enable_gqa)
         gq, gk, gv = torch.autograd.grad(out, (qd, kd, vd), grad)
     return gq, gk, gv, None, None, None, None, None

@@ -1,5 +1,5 @@
-// Host side of TMA: the driver's tensor-map encoder, looked up once through the runtime (so the
-// libraries need no -lcuda), and a tiled map of a 16-bit tensor with 128-byte swizzle.
+// Host side of the sm90 kernels: the driver's tensor-map encoder, looked up once through the runtime
+// (so the libraries need no -lcuda), tiled maps of 16-bit tensors, and the shared-memory opt-in.
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -45,6 +45,22 @@ inline bool make_tmap_16b(CUtensorMap* map, const void* ptr, int rank, const int
                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS;
+}
+
+// Opts Kernel into `bytes` of dynamic shared memory (and, if asked, non-portable cluster sizes) on
+// the current device: once per device and the largest size asked so far.
+template <auto Kernel>
+cudaError_t allow_smem(size_t bytes, bool nonportable_cluster = false) {
+  static size_t done[64] = {};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < 64 && bytes <= done[dev]) return cudaSuccess;
+  e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+  if (e == cudaSuccess && nonportable_cluster)
+    e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess && dev < 64) done[dev] = bytes;
+  return e;
 }
 
 }  // namespace sm90
