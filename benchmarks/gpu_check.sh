@@ -2,9 +2,9 @@
 # The whole project in one GPU call: install ftcompile (so backend="ft" resolves through its entry
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
-# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models] [profile] [gemm]
+# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models] [profile] [gemm] [global]
 #   (default: tests models; profile = selection="profile" on DLRM / Llama decode MLPs,
-#    gemm = the thread-scheme table of bench_gemm.py)
+#    gemm = the thread-scheme table of bench_gemm.py, global = its compute-bound table)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -40,6 +40,8 @@ for part in $parts; do
              stamp "profile rc=$?" ;;
     gemm) timeout 240 python3 benchmarks/bench_gemm.py --parts thread --out "$OUT" > "$OUT/gemm.log" 2>&1
           stamp "gemm rc=$?" ;;
+    global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
+            stamp "global rc=$?" ;;
   esac
 done
 
@@ -47,3 +49,4 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"
+[ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

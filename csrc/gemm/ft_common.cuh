@@ -94,6 +94,7 @@ __device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank
 template <typename T>
 __device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int idx, int step) {
   float s = 0.f;
+#pragma unroll 4  // several loads in flight: a correction's dot product is latency-bound
   for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
     uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
     const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;

@@ -1,14 +1,16 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
-// CTA = 3 warpgroups: WG0 warp 0 lane 0 issues TMA loads into a 4-stage ring; WG0 warps 1-3 take
-// part in the ring and compute the x-side of the check from the A tiles in shared memory on every
-// T_N-th k-step (x . sum_n W[n], sum x, max x, min x per row: no extra launch, no extra pass over
-// x); WG1/WG2 run m64n256k16 wgmma on a 128x256 tile, add the bias to the fp32 accumulators, fold
-// the output row sums (plain and position-weighted) into per-row fp64 workspace sums, round and
-// store (16-byte stores through a staging buffer). The CTA that finishes the last N-tile of an
-// M-tile (atomic ticket) verifies those rows against V-ABFT thresholds, locates a single fault
-// with the weighted checksum, recomputes that element and rechecks; everything it read is reset
-// for the next call. Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2).
+// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warp 1 verifies,
+// and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2 run m64n256k16 wgmma on a 128x256 tile; while their wgmmas run they
+// also build the x-side of the check from the A tiles in shared memory on every T_N-th k-step of
+// the tile (x . sum_n W[n], sum x, max x, min x per row: no extra launch, no extra pass over x).
+// The epilogue adds the bias to the fp32 accumulators, folds the output row sums (plain and
+// position-weighted) into per-row fp64 workspace sums, rounds and stores (16-byte stores through a
+// staging buffer), then hands the tile to the verifier warp and goes on with the next tile. The
+// verifier takes the M-tile's ticket; the CTA holding the last ticket of an M-tile verifies its
+// rows against V-ABFT thresholds and resets what it read for the next call; a flagged row's single
+// fault is located with the weighted checksum, recomputed and rechecked: none of this is on the
+// consumers' path. Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -20,34 +22,51 @@ namespace glb {
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int STATS_THREADS = 96, SYNC_THREADS = 256 + STATS_THREADS;
 
 // Epilogue staging: each consumer warp stages 16 rows x 64 columns (rows padded to 144 B: the
 // fragment writes and the 16-byte row reads are both bank-conflict free), then stores whole rows.
 constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
 
+// A flagged row waiting for its correction: where, and what its check found.
+struct FixJob {
+  double s2, c1, c2;
+  float d1, thr;
+  int b, m;
+};
+// Corrections one CTA holds (a row past them is reported uncorrectable): single faults are rare.
+constexpr int FIX_CAP = 32;
+
 struct Smem {
   uint64_t full[STAGES], empty[STAGES];
-  double rs2[BM], rc1[BM];
-  float rd1[BM], rt[BM];
-  double red[8];                                         // block reductions (8 consumer warps)
-  int flagged[BM];
-  int last, nflag, ndet, ncorr, nunc, ninvalid, pos;
+  uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
+  float wc[STAGES][2][BK];       // sum_n W[n], sum_n (n+1) W[n] over a stage's k (statistics k-steps)
+  float bias[2][BN];             // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
+  FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
+  int nfix;
+  double red[6];                 // WG0's group sums (4) and located positions (2 x 2 ints)
 };
 constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
 
-// Workspace: fp64 s1, s2, c1, sx [R] | fp32 max, min [R] | int ticket [batch*T_M] | int done, flag.
+// Workspace: fp64 s1, s2, c1, c2, sx [R] | fp32 max, min [R] | int ticket [batch*T_M] | int done, flag.
+constexpr int WS_F64 = 5;
 struct Ws {
-  double *s1, *s2, *c1, *sx;
+  double *s1, *s2, *c1, *c2, *sx;
   float *mx, *mn;
   int *ticket, *done, *flag;
   __device__ Ws(void* base, int64_t rows, int64_t mtiles) {
     double* d = static_cast<double*>(base);
-    s1 = d; s2 = d + rows; c1 = d + 2 * rows; sx = d + 3 * rows;
-    mx = reinterpret_cast<float*>(d + 4 * rows); mn = mx + rows;
+    s1 = d; s2 = d + rows; c1 = d + 2 * rows; c2 = d + 3 * rows; sx = d + 4 * rows;
+    mx = reinterpret_cast<float*>(d + WS_F64 * rows); mn = mx + rows;
     ticket = reinterpret_cast<int*>(mn + rows); done = ticket + mtiles; flag = done + 1;
   }
 };
+
+// A zero the compiler cannot see through (keeps a computation inside the loop it is written in).
+__device__ __forceinline__ int opaque_zero() {
+  int z;
+  asm volatile("mov.u32 %0, 0;" : "=r"(z));
+  return z;
+}
 
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
 // every CTA of the cluster only once all of their consumers are done with it.
@@ -56,27 +75,101 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_
   if (cl > 1) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
 }
 
-// The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile.
+// x-side of the check for one row of a tile, built by the consumers from the A tiles in shared
+// memory while their wgmmas run (the warps would only wait otherwise): sum x, max x, min x for the
+// V-ABFT threshold, x . sum_n W[n] (the check) and x . sum_n (n+1) W[n] (locates a fault: the
+// fixup then needs one dot product, not two). Thread (row, half) covers 4 of the 8 16-byte chunks
+// of a k-step; the statistics k-steps of a tile are every T_N-th one from its N-tile index, so the
+// T_N tiles of an M-tile cover K once between them.
 template <typename T>
+struct XStats {
+  float sum, dot;
+  double dot2;      // fp64 across steps: the locating ratio divides a difference of large sums
+  uint32_t mx, mn;  // packed pairs
+  int row, half;    // row of the 128-row tile, which 4 chunks
+
+  __device__ void reset() { sum = 0.f; dot = 0.f; dot2 = 0.0; mx = kNegInf2<T>; mn = kPosInf2<T>; }
+  __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
+    float dot2_step = 0.f;  // the step's 4 chunks in fp32, then one fp64 add
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ch = 4 * half + j;
+      // Past K (zero fill) read a real chunk of the row instead, without a branch (a branch here
+      // makes ptxas serialise the wgmmas in flight, C7518); its sum and dots are dropped below.
+      const bool in_k = k0 + ch * 8 < K;
+      // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
+      const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
+      const float4 w0 = lds128f(wc + ch * 32), w1 = lds128f(wc + ch * 32 + 16);
+      const float4 v0 = lds128f(wc + BK * 4 + ch * 32), v1 = lds128f(wc + BK * 4 + ch * 32 + 16);
+      const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
+                   f3 = Elem<T>::unpack(v.w);
+      const float sj = ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
+      float d = f0.x * w0.x;
+      d = fmaf(f0.y, w0.y, d); d = fmaf(f1.x, w0.z, d); d = fmaf(f1.y, w0.w, d);
+      d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
+      float e = f0.x * v0.x;
+      e = fmaf(f0.y, v0.y, e); e = fmaf(f1.x, v0.z, e); e = fmaf(f1.y, v0.w, e);
+      e = fmaf(f2.x, v1.x, e); e = fmaf(f2.y, v1.y, e); e = fmaf(f3.x, v1.z, e); e = fmaf(f3.y, v1.w, e);
+      sum += in_k ? sj : 0.f;
+      dot += in_k ? d : 0.f;
+      dot2_step += in_k ? e : 0.f;
+      mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
+      mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
+    }
+    dot2 += (double)dot2_step;
+  }
+
+  // Joins the two halves of the row (lanes 2i, 2i+1) and adds them to the row's workspace entries.
+  template <typename Ws>
+  __device__ void flush(const Ws& ws, int64_t flat_row, bool in_range) {
+    float s = sum, d = dot;
+    double d2 = dot2;
+    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
+    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    d2 += __shfl_xor_sync(0xffffffffu, d2, 1);
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
+    if (half == 0 && in_range) {
+      atomicAdd(ws.c1 + flat_row, (double)d);
+      atomicAdd(ws.c2 + flat_row, d2);
+      atomicAdd(ws.sx + flat_row, (double)s);
+      atomic_max_f32(ws.mx + flat_row, x);
+      atomic_min_f32(ws.mn + flat_row, n);
+    }
+  }
+};
+
+// The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
+// x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
+// not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
+template <typename T, bool PROTECT>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int nk, int& it, int wgc, int lane,
-                                         int cl, uint32_t rank) {
+                                         int cl, uint32_t rank, XStats<T>& xs, int stats_nt, int tn_n, int64_t K) {
+  int stats_ks = stats_nt;
   for (int ks = 0; ks < nk; ++ks, ++it) {
     const int slot = it % STAGES;
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
-    const uint32_t sa = smem_u32(base + slot * STAGE_BYTES) + wgc * 64 * 128;
-    const uint32_t sb = smem_u32(base + slot * STAGE_BYTES + A_BYTES);
-    const uint64_t da = desc_k_sw128(sa), db = desc_k_sw128(sb);
+    uint8_t* stage = base + slot * STAGE_BYTES;
+    const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
     wgmma_commit();
+    if constexpr (PROTECT) {
+      if (ks == stats_ks) {
+        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
+        stats_ks += tn_n;
+      }
+    }
     wgmma_wait<1>();
     if (ks > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
   }
-  if (nk > 0) {  // the last stage is released once its wgmma retired
-    wgmma_wait<0>();
-    if (lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
-  }
+  // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
+  // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
+  wgmma_wait<0>();
+  if (nk > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
 }
 
 struct TileCoord { int b, mt, nt; };
@@ -95,105 +188,171 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   return c;
 }
 
-template <typename T>
-__device__ __forceinline__ float part_dot_f32(const T* a, const float* b, int64_t K, int idx, int step) {
-  float s = 0.f;
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
-    float4 b0 = __ldg(reinterpret_cast<const float4*>(b + k)), b1 = __ldg(reinterpret_cast<const float4*>(b + k + 4));
-    float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z), f3 = Elem<T>::unpack(va.w);
-    s = fmaf(f0.x, b0.x, s); s = fmaf(f0.y, b0.y, s); s = fmaf(f1.x, b0.z, s); s = fmaf(f1.y, b0.w, s);
-    s = fmaf(f2.x, b1.x, s); s = fmaf(f2.y, b1.y, s); s = fmaf(f3.x, b1.z, s); s = fmaf(f3.y, b1.w, s);
-  }
-  return s;
-}
-// Sum over the 256 consumer threads (ct), result in every thread. Uses named barrier 2.
-__device__ __forceinline__ double block_sum(Smem& sm, float v, int ct) {
-  v = warp_sum(v);
-  if (ct % 32 == 0) sm.red[ct / 32] = v;
-  named_bar_sync(2, 256);
-  double s = 0.0;
+__device__ __forceinline__ double warp_sum_f64(double v) {
 #pragma unroll
-  for (int w = 0; w < 8; ++w) s += sm.red[w];
-  named_bar_sync(2, 256);
-  return s;
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
+
+// The persistent schedule: the problem in tiles and this CTA's share of them. Each role builds its
+// own after the register split, from an opaque zero: values computed once before the split were
+// spilled for WG0's small register budget and the consumers reloaded them from L2 (the
+// shared-memory carve-out leaves L1 little room) inside the k-loop and the epilogue.
+struct Grid {
+  int64_t M, N, K;
+  int cl, tm_n, tn_n, nk, tm_c, total, cid, ncl;
+  uint32_t rank;
+  __device__ Grid(const Args& a, int zero) {
+    M = a.M + zero; N = a.N + zero; K = a.K + zero;
+    cl = a.cluster + zero;  // CTAs of a cluster take adjacent M-tiles of one N-tile
+    rank = cl > 1 ? cluster_rank() : 0u;
+    tm_n = cdiv(M, BM); tn_n = cdiv(N, BN); nk = cdiv(K, BK);
+    tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
+    total = (int)a.batch * tm_c * tn_n; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
+  }
+  // A cluster tile -> this CTA's tile (its M-tile may lie past M: it still feeds the multicast).
+  __device__ TileCoord tile(int t) const {
+    TileCoord c = tile_coord(t, tm_c, tn_n);
+    c.mt = c.mt * cl + (int)rank;
+    return c;
+  }
+};
 
 template <typename T>
 __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
-// Bias of columns n, n+1 (n even): one 4-byte load where N is even.
-template <typename T>
-__device__ __forceinline__ float2 bias_pair(const Args& a, int64_t n) {
-  if (!a.bias) return make_float2(0.f, 0.f);
-  if ((a.N & 1) == 0 && n + 1 < a.N)
-    return Elem<T>::unpack(__ldg(reinterpret_cast<const uint32_t*>(static_cast<const T*>(a.bias) + n)));
-  return make_float2(bias_at<T>(a, n), bias_at<T>(a, n + 1));
+
+// Sum over the 128 threads of WG0 (the correction group), result in every thread; named barrier 2.
+__device__ __forceinline__ double group_sum(double v, int idx, double* red) {
+  v = warp_sum_f64(v);
+  if (idx % 32 == 0) red[idx / 32] = v;
+  named_bar_sync(2, 128);
+  const double s = (red[0] + red[1]) + (red[2] + red[3]);
+  named_bar_sync(2, 128);
+  return s;
 }
 
-// Locate, correct and recheck one flagged row; all 256 consumer threads (rare path).
+// Locate, correct and recheck one flagged row; the 128 threads of WG0 (idx) after their roles'
+// loops (rare path). True when the row passes its recheck after the correction.
 template <typename T>
-__device__ void fixup_row(const Args& a, Smem& sm, int b, int64_t m, int lr, int ct) {
-  const int64_t N = a.N, K = a.K, row = (int64_t)b * a.M + m;
+__device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) {
+  const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
   T* yrow = static_cast<T*>(a.y) + row * N;
-  const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
-  const T* W = static_cast<const T*>(a.w) + b * a.w_bstride;
-  const float d1 = sm.rd1[lr], thr = sm.rt[lr];
-  const float u = Elem<T>::kUnitRoundoff;
+  const T* xrow = static_cast<const T*>(a.x) + j.b * a.x_bstride + j.m * a.x_rstride;
+  const T* W = static_cast<const T*>(a.w) + j.b * a.w_bstride;
+  const float u = Elem<T>::kUnitRoundoff, d1 = j.d1;
+  int p = -1;
   if (isfinite(d1)) {
-    double c2 = block_sum(sm, part_dot_f32(xrow, a.wsum + (int64_t)b * 2 * K + K, K, ct, 256), ct);
-    if (a.bias) c2 += a.bstats[1];
-    const double ratio = (sm.rs2[lr] - c2) / (double)d1;
+    const double c2 = j.c2 + (a.bias ? a.bstats[1] : 0.0);
+    const double ratio = (j.s2 - c2) / (double)d1;
     const double near = rint(ratio);
-    if (ct == 0)
-      sm.pos = (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) ? (int)near - 1 : -1;
+    if (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) p = (int)near - 1;
   } else {  // a non-finite element: found by value when it is the only one
-    float cnt = 0.f;
+    double cnt = 0.0;
     int pos = -1;
-    for (int64_t n = ct; n < N; n += 256)
-      if (!isfinite(Elem<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.f; pos = (int)n; }
-    if (ct == 0) sm.pos = -1;
-    named_bar_sync(2, 256);
-    if (pos >= 0) atomicMax(&sm.pos, pos);
-    if (block_sum(sm, cnt, ct) != 1.0) {
-      if (ct == 0) sm.pos = -1;
+    for (int64_t n = idx; n < N; n += 128)
+      if (!isfinite(Elem<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.0; pos = (int)n; }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) pos = max(pos, __shfl_xor_sync(0xffffffffu, pos, o));
+    if (idx % 32 == 0) reinterpret_cast<int*>(red + 4)[idx / 32] = pos;
+    if (group_sum(cnt, idx, red) == 1.0) {
+      const int* wp = reinterpret_cast<const int*>(red + 4);
+      p = max(max(wp[0], wp[1]), max(wp[2], wp[3]));
     }
   }
-  named_bar_sync(2, 256);
-  const int p = sm.pos;
   bool ok = false;
   if (p >= 0) {
-    const float t = (float)block_sum(sm, part_dot(xrow, W + p * a.w_rstride, K, ct, 256), ct) + bias_at<T>(a, p);
+    const float t = (float)group_sum(part_dot(xrow, W + p * a.w_rstride, K, idx, 128), idx, red) + bias_at<T>(a, p);
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
-      ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
+      ok = !exceeds(d1 - (yold - t), j.thr + u * fabsf(yold));
     } else {  // non-finite sum or stored element: recheck the stored row with the correction in
-      float s = 0.f, sa = 0.f;
-      for (int64_t n = ct; n < N; n += 256) {
+      float sv = 0.f, sa = 0.f;
+      for (int64_t n = idx; n < N; n += 128) {
         const float v = (n == p) ? t : Elem<T>::to_f(__ldcg(yrow + n));
-        s += v; sa += fabsf(v);
+        sv += v; sa += fabsf(v);
       }
-      const double ss = block_sum(sm, s, ct), sas = block_sum(sm, sa, ct);
-      ok = !exceeds((float)(ss - sm.rc1[lr]), thr + u * (float)sas);
+      const double ss = group_sum(sv, idx, red), sas = group_sum(sa, idx, red);
+      ok = !exceeds((float)(ss - j.c1), j.thr + u * (float)sas);
     }
-    named_bar_sync(2, 256);
-    if (ct == 0) yrow[p] = Elem<T>::from_f(t);
+    if (idx == 0) yrow[p] = Elem<T>::from_f(t);
   }
-  if (ok) {
-    if (ct == 0) sm.ncorr++;
-    return;
-  }
-  if (ct == 0) sm.nunc++;
-  if (a.policy == kRecompute) {  // the whole row, one warp per element
-    const int lane = ct % 32;
-    for (int64_t n = ct / 32; n < N; n += 8) {
-      const float t = warp_dot(xrow, W + n * a.w_rstride, K, lane) + bias_at<T>(a, n);
-      if (lane == 0) yrow[n] = Elem<T>::from_f(t);
+  if (!ok && a.policy == kRecompute) {  // the whole row, one element per warp at a time
+    for (int64_t n = idx / 32; n < N; n += 4) {
+      const float t = warp_dot(xrow, W + n * a.w_rstride, K, idx % 32) + bias_at<T>(a, n);
+      if (idx % 32 == 0) yrow[n] = Elem<T>::from_f(t);
     }
+  }
+  named_bar_sync(2, 128);  // the next row's sums may reuse red[] only once every thread read it
+  return ok;
+}
+
+// Verify the rows of M-tile (b, mt) once every N-tile's sums are in (the verifier warp of the CTA
+// holding the last ticket); resets the rows' workspace and the ticket for the next call. Flagged
+// rows (policies that correct) join the CTA's fix list, corrected after its last tile: inline here,
+// the correction's registers made ptxas spill the verifier's hot values (reloaded from L2 on every
+// tile: the kernel's tail grew by the verifier's slowness). Rows past the list's room are counted
+// uncorrectable.
+template <typename T>
+__device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int tm_n, int lane, FixJob* jobs,
+                            int& nfix) {
+  const int64_t M = args.M, N = args.N, K = args.K;
+  int ndet = 0, lost = 0;
+  bool invalid = false;
+  const bool fix = args.policy == kCorrect || args.policy == kRecompute;
+#pragma unroll 1
+  for (int i = 0; i < BM / 32; ++i) {
+    const int64_t m = (int64_t)mt * BM + lane + 32 * i;
+    bool flagged = false;
+    float d1 = 0.f, thr = 0.f;
+    double s2 = 0.0, c1 = 0.0, c2 = 0.0;
+    if (m < M) {
+      const int64_t row = b * M + m;
+      const double s1 = __ldcg(ws.s1 + row), sx = __ldcg(ws.sx + row);
+      s2 = __ldcg(ws.s2 + row);
+      c1 = __ldcg(ws.c1 + row);
+      c2 = __ldcg(ws.c2 + row);
+      const float mx = __ldcg(ws.mx + row), mn = __ldcg(ws.mn + row);
+      ws.s1[row] = 0.0; ws.s2[row] = 0.0; ws.c1[row] = 0.0; ws.c2[row] = 0.0; ws.sx[row] = 0.0;
+      ws.mx[row] = -INFINITY; ws.mn[row] = INFINITY;
+      if (args.bias) c1 += args.bstats[0];
+      const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
+      if (!valid) {
+        invalid = true;
+      } else {
+        const float mu = (float)(sx / (double)K);
+        const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
+        thr = vabft_threshold(mu, var, (float)N, args.wstats + 3 * b, args.e, args.c_sigma);
+        if (args.bias) thr += args.e * (float)args.bstats[2];
+        d1 = (float)(s1 - c1);
+        flagged = exceeds(d1, thr);
+      }
+      if (args.dbg) {
+        args.dbg[3 * row] = s1; args.dbg[3 * row + 1] = c1; args.dbg[3 * row + 2] = valid ? thr : -1.0;
+      }
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, flagged);
+    ndet += __popc(mask);
+    if (fix && mask) {
+      const int slot = nfix + __popc(mask & ((1u << lane) - 1u));
+      if (flagged && slot < FIX_CAP) jobs[slot] = FixJob{s2, c1, c2, d1, thr, b, (int)m};
+      nfix += __popc(mask);
+    }
+  }
+  if (nfix > FIX_CAP) {
+    lost = nfix - FIX_CAP;
+    nfix = FIX_CAP;
+  }
+  invalid = __any_sync(0xffffffffu, invalid);
+  if (lane == 0) {
+    ws.ticket[b * tm_n + mt] = 0;
+    add_outcomes(args, ndet, 0, lost);
+    count_nonfinite_once(args, invalid, (int)args.batch * tm_n, ws.done, ws.flag);
   }
 }
+
 
 // Fault injection into the finished tile (no wgmma in flight: ptxas keeps the pipeline async).
 // "output" faults hit the final fp32 value. An accumulator fault "after k-step t" changes the
@@ -231,81 +390,7 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   }
 }
 
-// x-side statistics (3 warps of the producer warpgroup): per row, sum x, x . sum_n W[n], max x,
-// min x over this tile's share of the k-steps (every T_N-th, so the work is spread over the
-// tile), read from the A tiles the TMA already put in shared memory: these warps take part in
-// the ring (wait on each stage, release it), so the statistics cost no global traffic besides
-// the fp32 checksum vector. Thread st owns chunks 2(st % 4), +1 (16 k) of rows st / 4 + 24 i.
-constexpr int ST_RG = STATS_THREADS / 4, ST_ROWS = (BM + ST_RG - 1) / ST_RG;
-template <typename T>
-__device__ void tile_stats(const Args& args, Smem& sm, const Ws& ws, uint8_t* base, const TileCoord& c, int tn_n,
-                           int nk, int& it, int st, int cl, uint32_t rank) {
-  const int64_t M = args.M, K = args.K;
-  const int lane = st % 32, cp = st & 3, rg = st >> 2;
-  const float* sv = args.wsum + (int64_t)c.b * 2 * K;
-  float sum[ST_ROWS], dot[ST_ROWS];
-  uint32_t mx[ST_ROWS], mn[ST_ROWS];
-#pragma unroll
-  for (int i = 0; i < ST_ROWS; ++i) { sum[i] = 0.f; dot[i] = 0.f; mx[i] = kNegInf2<T>; mn[i] = kPosInf2<T>; }
-  for (int ks = 0; ks < nk; ++ks, ++it) {
-    const int slot = it % STAGES;
-    mbar_wait(&sm.full[slot], (it / STAGES) & 1);
-    if (ks % tn_n == c.nt) {
-      const uint8_t* at = base + slot * STAGE_BYTES;
-#pragma unroll 1
-      for (int h = 0; h < 2; ++h) {
-        const int ch = 2 * cp + h;
-        const int64_t k = (int64_t)ks * BK + ch * 8;
-        if (k >= K) break;  // zero fill past K must not reach max/min
-        const float4 w0 = __ldg(reinterpret_cast<const float4*>(sv + k));
-        const float4 w1 = __ldg(reinterpret_cast<const float4*>(sv + k + 4));
-#pragma unroll
-        for (int i = 0; i < ST_ROWS; ++i) {
-          const int r = rg + ST_RG * i;
-          if (r < BM) {
-            const uint4 v = *reinterpret_cast<const uint4*>(at + r * 128 + ((ch ^ (r & 7)) << 4));
-            const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
-                         f3 = Elem<T>::unpack(v.w);
-            sum[i] += ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
-            float d = f0.x * w0.x;
-            d = fmaf(f0.y, w0.y, d); d = fmaf(f1.x, w0.z, d); d = fmaf(f1.y, w0.w, d);
-            d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
-            dot[i] += d;
-            mx[i] = hmax2<T>(mx[i], hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
-            mn[i] = hmin2<T>(mn[i], hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
-          }
-        }
-      }
-    }
-    __syncwarp();
-    if (lane == 0) release_slot(sm, slot, cl, rank);
-  }
-  if (c.nt >= nk) return;  // this tile owned no k-step
-#pragma unroll
-  for (int i = 0; i < ST_ROWS; ++i) {
-    float s = sum[i], d = dot[i];
-    const float2 a = Elem<T>::unpack(mx[i]), b = Elem<T>::unpack(mn[i]);
-    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
-#pragma unroll
-    for (int o = 1; o < 4; o <<= 1) {  // the 4 lanes of a row group
-      s += __shfl_xor_sync(0xffffffffu, s, o);
-      d += __shfl_xor_sync(0xffffffffu, d, o);
-      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-      n = fminf(n, __shfl_xor_sync(0xffffffffu, n, o));
-    }
-    const int r = rg + ST_RG * i;
-    const int64_t m = (int64_t)c.mt * BM + r;
-    if (cp == 0 && r < BM && m < M) {
-      const int64_t row = c.b * M + m;
-      atomicAdd(ws.c1 + row, (double)d);
-      atomicAdd(ws.sx + row, (double)s);
-      atomic_max_f32(ws.mx + row, x);
-      atomic_min_f32(ws.mn + row, n);
-    }
-  }
-}
-
-template <typename T, bool PROTECT>
+template <typename T, bool PROTECT, bool INJECT>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                        const __grid_constant__ Args args) {
@@ -314,50 +399,54 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint8_t* staging = base + STAGES * STAGE_BYTES;
   Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = tid / 128;
-  const int64_t M = args.M, N = args.N, K = args.K;
-  const int cl = args.cluster;  // CTAs of a cluster take adjacent M-tiles of one N-tile
-  const uint32_t rank = cl > 1 ? cluster_rank() : 0u;
-  const int tm_n = cdiv(M, BM), tn_n = cdiv(N, BN), nk = cdiv(K, BK);
-  const int tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
-  const int total = (int)args.batch * tm_c * tn_n, cid = blockIdx.x / cl, ncl = gridDim.x / cl;
-  // A cluster tile -> this CTA's tile (its M-tile may lie past M: it still feeds the multicast).
-  auto my_tile = [&](int t) {
-    TileCoord c = tile_coord(t, tm_c, tn_n);
-    c.mt = c.mt * cl + (int)rank;
-    return c;
-  };
-
+  const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    const uint32_t releases = (uint32_t)cl * (8 + (PROTECT ? 3 : 0));  // consumer + stats warps
-    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], releases); }
+    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
+    mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
+    mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
     tma_prefetch_desc(&tmB);
     if (PROTECT && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
-  if (cl > 1) cluster_sync();  // barriers initialised before any peer multicasts or arrives
+  if (args.cluster > 1) cluster_sync();  // barriers initialised before any peer multicasts or arrives
   else __syncthreads();
 
   if (wg == 0) {
-    // Register split: 56 for the producer/stats warpgroup, 224 for the consumers. Keep slack in
-    // the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+    // Register split: 72 for the producer/verifier warpgroup (at 56 the verifier spilled its
+    // loop's values), 216 for the consumers (one value spilled per tile; at 208 ten). Keep slack
+    // in the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
+    const Grid g(args, opaque_zero());
+    const int warp = tid / 32, lane = tid % 32;
     if (warp == 0) {
       if (lane == 0) {  // ------------------------------------------- TMA producer
         int it = 0;
-        const uint16_t mask = (uint16_t)((1u << cl) - 1u);
-        for (int t = cid; t < total; t += ncl) {
-          const TileCoord c = my_tile(t);
-          for (int ks = 0; ks < nk; ++ks, ++it) {
+        const uint16_t mask = (uint16_t)((1u << g.cl) - 1u);
+        for (int t = g.cid; t < g.total; t += g.ncl) {
+          const TileCoord c = g.tile(t);
+          int stats_ks = c.nt;  // the consumers' statistics k-steps (mainloop)
+          for (int ks = 0; ks < g.nk; ++ks, ++it) {
             const int slot = it % STAGES;
             mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
-            mbar_expect_tx(&sm.full[slot], STAGE_BYTES);
+            // The consumers' statistics k-steps of this tile also need the two W checksum rows over
+            // the step's k.
+            uint32_t wc_bytes = 0;
+            if (PROTECT && ks == stats_ks) {
+              wc_bytes = 4u * (uint32_t)(g.K - ks * BK < BK ? g.K - ks * BK : BK);
+              stats_ks += g.tn_n;
+            }
+            mbar_expect_tx(&sm.full[slot], STAGE_BYTES + 2 * wc_bytes);
+            if (wc_bytes) {
+              const float* src = args.wsum + (int64_t)c.b * 2 * g.K + ks * BK;
+              bulk_load(sm.wc[slot][0], src, wc_bytes, &sm.full[slot]);
+              bulk_load(sm.wc[slot][1], src + g.K, wc_bytes, &sm.full[slot]);
+            }
             uint8_t* st = base + slot * STAGE_BYTES;
             tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
-            if (cl > 1) {  // my half of the W tile, to every CTA of the cluster
-              tma_load_3d_mc(st + A_BYTES + rank * (B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
-                             c.nt * BN + (int)rank * (BN / 2), c.b, mask);
+            if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
+              tma_load_3d_mc(st + A_BYTES + g.rank * (B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
+                             c.nt * BN + (int)g.rank * (BN / 2), c.b, mask);
             } else {
               tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
               tma_load_3d(st + A_BYTES + B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
@@ -365,61 +454,108 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
       }
-    } else if constexpr (PROTECT) {  // ---------------------------- x statistics (warps 1-3)
+    } else if (PROTECT && warp == 1) {  // --------------------------- verifier
       const Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
-      int it = 0;
-      for (int t = cid; t < total; t += ncl) {
-        tile_stats<T>(args, sm, ws, base, my_tile(t), tn_n, nk, it, tid - 32, cl, rank);
-        named_bar_sync(1, SYNC_THREADS);  // the ticket thread's fence releases these atomics
+      int seq = 0, nfix = 0;
+      for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
+        const TileCoord c = g.tile(t);
+        mbar_wait(&sm.epi_full, seq & 1);
+        bool last = false;
+        if (c.mt < g.tm_n && lane == 0) {  // (a cluster's spare tile past M has nothing to verify)
+          // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
+          // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
+          __threadfence();
+          last = atomicAdd(ws.ticket + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
+        }
+        last = __shfl_sync(0xffffffffu, last, 0);
+        if (lane == 0) mbar_arrive(&sm.epi_empty);  // the consumers may hand over the next tile
+        if (last) {
+          __threadfence();
+          verify_mtile<T>(args, ws, c.b, c.mt, g.tm_n, lane, sm.fix, nfix);
+        }
       }
+      if (lane == 0) sm.nfix = nfix;
+    }
+    if constexpr (PROTECT) {
+      // The whole warpgroup corrects the CTA's flagged rows once its roles are done: in the
+      // verifier's loop, the correction's registers made ptxas spill that loop's values (reloaded
+      // from L2 every tile); one warp alone made a correction several times slower.
+      __syncwarp();
+      named_bar_sync(2, 128);  // the fix list is complete
+      int ncorr = 0, nunc = 0;
+      for (int f = 0; f < sm.nfix; ++f) {
+        if (fixup_row<T>(args, sm.fix[f], tid, sm.red)) ++ncorr;
+        else ++nunc;
+      }
+      if (tid == 0 && sm.nfix) add_outcomes(args, 0, ncorr, nunc);
     }
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
-  const int wgc = wg - 1, wi = warp % 4, ct = tid - 128;
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
+  const Grid g(args, opaque_zero());
+  const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
+  const int wgc = warp / 4 - 1, wi = warp % 4, ct = ctid - 128;
   uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
   float acc[128];
-  int it = 0;
-  for (int t = cid; t < total; t += ncl) {
-    const TileCoord c = my_tile(t);
+  XStats<T> xs;
+  xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
+  xs.half = ct & 1;
+  int it = 0, seq = 0;  // seq: this CTA's tile count (the hand-over barriers' phase)
+  for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
+    const TileCoord c = g.tile(t);
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
     // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
     for (int r = 0; r < 128; ++r) acc[r] = 0.f;
-    mainloop<T>(acc, sm, base, nk, it, wgc, lane, cl, rank);
+    if constexpr (PROTECT) xs.reset();
+    // This tile's bias, one column per consumer thread: loaded now, used a mainloop later (a load
+    // per output pair in the epilogue waited its whole latency there).
+    const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
+    mainloop<T, PROTECT>(acc, sm, base, g.nk, it, wgc, lane, g.cl, g.rank, xs, c.nt, g.tn_n, g.K);
 
     // ---------------------------------------------------------- epilogue
     const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
     const int64_t r_lo = row_w + lane / 4, r_hi = r_lo + 8;
-    const int64_t col0 = (int64_t)c.nt * BN + 2 * (lane % 4);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const float2 bv = bias_pair<T>(args, col0 + 8 * j);
-      acc[4 * j] += bv.x; acc[4 * j + 1] += bv.y; acc[4 * j + 2] += bv.x; acc[4 * j + 3] += bv.y;
-    }
-    if constexpr (PROTECT) {
-      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, lane);
-    }
-    float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
-    if constexpr (PROTECT) {
+    const int q = lane % 4;  // this thread's columns: 8 j + 2 q, +1
+    if (args.bias) {
+      float* bias_s = sm.bias[seq & 1];
+      bias_s[ct] = bias_v;
+      named_bar_sync(1, 256);
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
-        // Tile-local position weight / 256 (<= 1: a huge faulty value cannot overflow the sum).
-        const float w0 = (float)(8 * j + 2 * (lane % 4) + 1) * (1.f / BN), w1 = w0 + 1.f / BN;
-        s1a += acc[4 * j] + acc[4 * j + 1];
-        s1b += acc[4 * j + 2] + acc[4 * j + 3];
-        s2a += w0 * acc[4 * j] + w1 * acc[4 * j + 1];
-        s2b += w0 * acc[4 * j + 2] + w1 * acc[4 * j + 3];
+        const float2 bv = *reinterpret_cast<const float2*>(bias_s + 8 * j + 2 * q);
+        acc[4 * j] += bv.x; acc[4 * j + 1] += bv.y; acc[4 * j + 2] += bv.x; acc[4 * j + 3] += bv.y;
       }
     }
+    if constexpr (INJECT) {  // a build of its own: its registers made ptxas spill the hot values
+      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, lane);
+    }
+    // Output row sums, plain (s1) and weighted by the tile-local position / 256 (s2; weights <= 1:
+    // a huge faulty value cannot overflow it). Column 8 j + 2 q + e weighs (8 j + 2 q + e + 1) / 256
+    // = j / 32 + (2 q + 1) / 256 + e / 256: summed as three parts with constant coefficients (per-lane
+    // weight tables were hoisted out of the tile loop by ptxas and spilled).
+    float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
+    if constexpr (PROTECT) {
+      float ta = 0.f, tb = 0.f, ua = 0.f, ub = 0.f;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const float pa = acc[4 * j] + acc[4 * j + 1], pb = acc[4 * j + 2] + acc[4 * j + 3];
+        s1a += pa; s1b += pb;
+        ta = fmaf((float)j * (1.f / 32), pa, ta); tb = fmaf((float)j * (1.f / 32), pb, tb);
+        ua += acc[4 * j + 1]; ub += acc[4 * j + 3];
+      }
+      const float wq = (float)(2 * q + 1) * (1.f / BN);
+      s2a = ta + fmaf(wq, s1a, ua * (1.f / BN));
+      s2b = tb + fmaf(wq, s1b, ub * (1.f / BN));
+    }
     // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
-    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * M * N;
-    const bool vec = (N % 8) == 0;
+    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * g.M * g.N;
+    const bool vec = (g.N % 8) == 0;
 #pragma unroll
     for (int cc = 0; cc < BN / 64; ++cc) {
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * cc + jj, col = jj * 8 + 2 * (lane % 4);
+        const int j = 8 * cc + jj, col = jj * 8 + 2 * q;
         *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) = Elem<T>::pack(acc[4 * j], acc[4 * j + 1]);
         *reinterpret_cast<uint32_t*>(stg + (lane / 4 + 8) * STG_PITCH + col * 2) =
             Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
@@ -430,13 +566,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
         const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
         const uint4 v = *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
-        if (gm < M) {
-          if (vec && gn + 8 <= N) {
-            *reinterpret_cast<uint4*>(yb + gm * N + gn) = v;
+        if (gm < g.M) {
+          if (vec && gn + 8 <= g.N) {
+            *reinterpret_cast<uint4*>(yb + gm * g.N + gn) = v;
           } else {
             const T* e = reinterpret_cast<const T*>(&v);
             for (int q = 0; q < 8; ++q)
-              if (gn + q < N) yb[gm * N + gn + q] = e[q];
+              if (gn + q < g.N) yb[gm * g.N + gn + q] = e[q];
           }
         }
       }
@@ -444,7 +580,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if constexpr (!PROTECT) continue;
     else {
-      const Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
+      // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
+      // out of the tile loop (loop-invariant) they were spilled across the mainloop and their
+      // reloads went to L2 (the carve-out leaves L1 little room) on every tile.
+      const Ws ws(args.ws, args.ws_rows + opaque_zero(), args.ws_mtiles);
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
@@ -452,87 +591,30 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       if (lane % 4 == 0) {
         const double off = (double)c.nt * BN;  // global weight = off + local weight
-        if (r_lo < M) {
-          atomicAdd(ws.s1 + c.b * M + r_lo, (double)s1a);
-          atomicAdd(ws.s2 + c.b * M + r_lo, BN * (double)s2a + off * (double)s1a);
+        if (r_lo < g.M) {
+          atomicAdd(ws.s1 + c.b * g.M + r_lo, (double)s1a);
+          atomicAdd(ws.s2 + c.b * g.M + r_lo, BN * (double)s2a + off * (double)s1a);
         }
-        if (r_hi < M) {
-          atomicAdd(ws.s1 + c.b * M + r_hi, (double)s1b);
-          atomicAdd(ws.s2 + c.b * M + r_hi, BN * (double)s2b + off * (double)s1b);
-        }
-      }
-      named_bar_sync(1, SYNC_THREADS);  // with the stats warps: this tile's sums are all in
-      if (c.mt >= tm_n) continue;       // a cluster's spare tile past M: nothing to verify
-      if (ct == 0) {
-        // One release fence after the barrier covers every thread's atomics and output stores
-        // (PTX fences are cumulative over what the barrier ordered before them): 352 per-thread
-        // fences made each thread wait for its own stores (benchmarks/NOTES_gemm.md).
-        __threadfence();
-        const int old = atomicAdd(ws.ticket + c.b * tm_n + c.mt, 1);
-        sm.last = old == tn_n - 1;
-        sm.nflag = sm.ndet = sm.ncorr = sm.nunc = sm.ninvalid = 0;
-      }
-      named_bar_sync(2, 256);
-      if (sm.last) {
-        __threadfence();
-        // ---------------------------------------------------- verify the M-tile's rows
-        if (ct < BM) {
-          const int64_t m = (int64_t)c.mt * BM + ct;
-          if (m < M) {
-            const int64_t row = c.b * M + m;
-            const double s1 = __ldcg(ws.s1 + row), s2 = __ldcg(ws.s2 + row), sx = __ldcg(ws.sx + row);
-            double c1 = __ldcg(ws.c1 + row);
-            const float mx = __ldcg(ws.mx + row), mn = __ldcg(ws.mn + row);
-            ws.s1[row] = 0.0; ws.s2[row] = 0.0; ws.c1[row] = 0.0; ws.sx[row] = 0.0;
-            ws.mx[row] = -INFINITY; ws.mn[row] = INFINITY;
-            if (args.bias) c1 += args.bstats[0];
-            const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
-            float thr = 0.f;
-            if (!valid) {
-              atomicAdd(&sm.ninvalid, 1);
-            } else {
-              const float mu = (float)(sx / (double)K);
-              const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
-              thr = vabft_threshold(mu, var, (float)N, args.wstats + 3 * c.b, args.e, args.c_sigma);
-              if (args.bias) thr += args.e * (float)args.bstats[2];
-              const float d1 = (float)(s1 - c1);
-              if (exceeds(d1, thr)) {
-                atomicAdd(&sm.ndet, 1);
-                if (args.policy == kCorrect || args.policy == kRecompute) {
-                  const int f = atomicAdd(&sm.nflag, 1);
-                  sm.flagged[f] = ct;
-                  sm.rd1[ct] = d1; sm.rt[ct] = thr; sm.rs2[ct] = s2; sm.rc1[ct] = c1;
-                }
-              }
-            }
-            if (args.dbg) {
-              args.dbg[3 * row] = s1; args.dbg[3 * row + 1] = c1; args.dbg[3 * row + 2] = valid ? thr : -1.0;
-            }
-          }
-        }
-        if (ct == 0) ws.ticket[c.b * tm_n + c.mt] = 0;
-        named_bar_sync(2, 256);
-        for (int f = 0; f < sm.nflag; ++f) {
-          const int lr = sm.flagged[f];
-          fixup_row<T>(args, sm, c.b, (int64_t)c.mt * BM + lr, lr, ct);
-        }
-        named_bar_sync(2, 256);
-        if (ct == 0) {  // the verifier of each M-tile reports its rows' inputs
-          add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
-          count_nonfinite_once(args, sm.ninvalid != 0, (int)args.batch * tm_n, ws.done, ws.flag);
+        if (r_hi < g.M) {
+          atomicAdd(ws.s1 + c.b * g.M + r_hi, (double)s1b);
+          atomicAdd(ws.s2 + c.b * g.M + r_hi, BN * (double)s2b + off * (double)s1b);
         }
       }
-      named_bar_sync(2, 256);  // sm.last / counters are reused by the next tile
+      if (c.nt < g.nk) xs.flush(ws, c.b * g.M + (int64_t)c.mt * BM + xs.row, (int64_t)c.mt * BM + xs.row < g.M);
+      // Hand the tile to the verifier (once it took the previous one: the barrier's phases must
+      // not run two ahead of it) and go on: its fence and ticket are off this path.
+      if (seq > 0) mbar_wait(&sm.epi_empty, (seq - 1) & 1);
+      mbar_arrive(&sm.epi_full);
     }
   }
   }
-  if (cl > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
+  if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
 
-template <typename T, bool PROTECT>
+template <typename T, bool PROTECT, bool INJECT>
 int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
-  auto kern = gemm_global_kernel<T, PROTECT>;
-  if (cudaError_t e = sm90::allow_smem<gemm_global_kernel<T, PROTECT>>(SMEM_BYTES)) return e;
+  auto kern = gemm_global_kernel<T, PROTECT, INJECT>;
+  if (cudaError_t e = sm90::allow_smem<gemm_global_kernel<T, PROTECT, INJECT>>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
@@ -562,13 +644,19 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
       !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN / 2))
     return FTG_ERR_TMAP;
-  const bool prot = a->protect != 0;
+  const bool prot = a->protect != 0, inj = prot && a->n_inj > 0;
   if (a->dtype == 0)
-    return prot ? glb::launch<__nv_bfloat16, true>(a, ta, tb) : glb::launch<__nv_bfloat16, false>(a, ta, tb);
-  return prot ? glb::launch<__half, true>(a, ta, tb) : glb::launch<__half, false>(a, ta, tb);
+    return !prot ? glb::launch<__nv_bfloat16, false, false>(a, ta, tb)
+           : inj ? glb::launch<__nv_bfloat16, true, true>(a, ta, tb)
+                 : glb::launch<__nv_bfloat16, true, false>(a, ta, tb);
+  return !prot ? glb::launch<__half, false, false>(a, ta, tb)
+         : inj ? glb::launch<__half, true, true>(a, ta, tb)
+               : glb::launch<__half, true, false>(a, ta, tb);
 }
 
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.
 extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
-  return rows * (4 * 8 + 2 * 4) + (mtiles + 2) * 4;
+  return rows * (ftg::glb::WS_F64 * 8 + 2 * 4) + (mtiles + 2) * 4;
 }
+// Byte offset of the fp32 max / min rows (the launcher initialises them to -inf / +inf).
+extern "C" long long ft_gemm_global_ws_extrema_offset(long long rows) { return rows * ftg::glb::WS_F64 * 8; }

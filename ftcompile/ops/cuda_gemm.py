@@ -18,6 +18,8 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     partial sum after k-step t recomputed in fp32 (touching the wgmma accumulators inside the
     pipelined loop would serialise it); in the thread kernel they hit the register directly
     (of the CTA whose K slice holds step t).
+  * global: a CTA corrects at most 32 flagged rows per call (its fix list in shared memory);
+    rows past that are counted uncorrectable, with no correction or recomputation.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
@@ -110,6 +112,8 @@ def lib():
                 handle.ft_error_string.restype = ctypes.c_char_p
                 handle.ft_gemm_global_ws_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+                handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
+                handle.ft_gemm_global_ws_extrema_offset.argtypes = [ctypes.c_longlong]
                 if handle.ft_args_size() != ctypes.sizeof(_Args):
                     raise RuntimeError(f"ftcompile: argument block mismatch (C {handle.ft_args_size()} "
                                        f"bytes, ctypes {ctypes.sizeof(_Args)})")
@@ -176,8 +180,9 @@ _ws: Dict[tuple, torch.Tensor] = {}
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
-    thread: int32 [done, flag]. global: (buffer, rows, mtiles) with fp64 s1, s2, c1, sx [rows],
-    fp32 max (-inf), min (+inf) [rows], int32 tickets [mtiles], done, flag; grown by doubling."""
+    thread: int32 [done, flag]. global: (buffer, rows, mtiles); the kernel library gives its size
+    and where its fp32 max (-inf) / min (+inf) rows start; the rest starts at zero. Grown by
+    doubling."""
     key = (kind, device, stream)
     hit = _ws.get(key)
     if kind == "thread":
@@ -189,7 +194,8 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
         mt_c = max(mtiles, 2 * hit[2] if hit else 0)
         buf = torch.zeros(int(lib().ft_gemm_global_ws_bytes(rows_c, mt_c)), dtype=torch.uint8,
                           device=device)
-        ext = buf[rows_c * 32: rows_c * 40].view(torch.float32)
+        off = int(lib().ft_gemm_global_ws_extrema_offset(rows_c))
+        ext = buf[off: off + rows_c * 8].view(torch.float32)
         ext[:rows_c].fill_(-math.inf)
         ext[rows_c:].fill_(math.inf)
         hit = _ws[key] = (buf, rows_c, mt_c)
