@@ -181,20 +181,22 @@ __device__ __forceinline__ void add_outcomes(const Args& args, int ndet, int nco
   if (ndet && args.raise_flag) atomicExch(args.raise_flag, 1);
 }
 // Non-finite inputs count once per call. Each of `reporters` CTAs calls this once; with several,
-// they meet on a ticket in the self-cleaning workspace ([done, flag]) and the last one reports.
+// they meet on one 8-byte-aligned 64-bit word of the self-cleaning workspace: reports in its low
+// half, reports of non-finite inputs in its high half, one atomic each. The last reporter counts
+// and subtracts what it read (the word is zero again for the next call): no fence and no second
+// round trip, which sat at the end of the kernel's critical path (benchmarks/NOTES_gemm.md).
 __device__ __forceinline__ void count_nonfinite_once(const Args& args, bool nonfinite, int reporters,
-                                                     int* done, int* flag) {
+                                                     unsigned long long* word) {
   unsigned long long* cnt = reinterpret_cast<unsigned long long*>(args.counters);
   if (reporters == 1) {
     if (nonfinite) atomicAdd(cnt + kNonfinite, 1ull);
     return;
   }
-  if (nonfinite) atomicExch(flag, 1);
-  __threadfence();
-  if (atomicAdd(done, 1) == reporters - 1) {
-    __threadfence();
-    if (atomicExch(flag, 0)) atomicAdd(cnt + kNonfinite, 1ull);
-    atomicExch(done, 0);
+  const unsigned long long inc = 1ull + (nonfinite ? 1ull << 32 : 0ull);
+  const unsigned long long now = atomicAdd(word, inc) + inc;
+  if ((now & 0xffffffffull) == (unsigned long long)reporters) {
+    if (now >> 32) atomicAdd(cnt + kNonfinite, 1ull);
+    atomicAdd(word, 0ull - now);
   }
 }
 

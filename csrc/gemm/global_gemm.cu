@@ -1,21 +1,31 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
 // CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warp 1 verifies,
-// and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2 run m64n256k16 wgmma on a 128x256 tile; while their wgmmas run they
-// also build the x-side of the check from the A tiles in shared memory on every T_N-th k-step of
-// the tile (x . sum_n W[n], sum x, max x, min x per row: no extra launch, no extra pass over x).
-// The epilogue adds the bias to the fp32 accumulators, folds the output row sums (plain and
-// position-weighted) into per-row fp64 workspace sums, rounds and stores (16-byte stores through a
-// staging buffer), then hands the tile to the verifier warp and goes on with the next tile. The
-// verifier takes the M-tile's ticket; the CTA holding the last ticket of an M-tile verifies its
-// rows against V-ABFT thresholds and resets what it read for the next call; a flagged row's single
-// fault is located with the weighted checksum, recomputed and rechecked: none of this is on the
-// consumers' path. Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2).
+// and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2
+// run m64n256k16 wgmma on a 128x256 tile; while their wgmmas run they also build the x-side of
+// the check from the A tiles in shared memory on every T_N-th k-step of the tile (x . sum_n W[n],
+// sum x, max x, min x per row: no extra launch, no extra pass over x). The epilogue adds the bias
+// to the fp32 accumulators, folds the output row sums (plain and position-weighted) into per-row
+// fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands
+// the tile to the verifier warp and goes on with the next tile. The verifier takes the M-tile's
+// ticket; the CTA holding the last ticket of an M-tile verifies its rows against V-ABFT
+// thresholds and resets what it read for the next call; a flagged row's single fault is located
+// with the weighted checksum, recomputed and rechecked: none of this is on the consumers' path.
+// Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
+// multicast the W half-tiles (args.cluster = 2).
 #include <type_traits>
 
 #include "ft_common.cuh"
 #include "ft_host.cuh"
 #include "wgmma_ops.cuh"
+
+// Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
+// them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
+// in the k-loop, 4: no output row sums, 8: tickets by one acq_rel atomic instead of fence + atomic
+// + fence.
+#ifndef FTG_ABLATE
+#define FTG_ABLATE 0
+#endif
 
 namespace ftg {
 namespace glb {
@@ -47,18 +57,23 @@ struct Smem {
 };
 constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
 
-// Workspace: fp64 s1, s2, c1, c2, sx [R] | fp32 max, min [R] | int ticket [batch*T_M] | int done, flag.
+// Workspace: fp64 s1, s2, c1, c2, sx [R] | fp32 max, min [R] | u64 non-finite reports | int ticket [batch*T_M].
 constexpr int WS_F64 = 5;
-struct Ws {
-  double *s1, *s2, *c1, *c2, *sx;
-  float *mx, *mn;
-  int *ticket, *done, *flag;
-  __device__ Ws(void* base, int64_t rows, int64_t mtiles) {
-    double* d = static_cast<double*>(base);
-    s1 = d; s2 = d + rows; c1 = d + 2 * rows; c2 = d + 3 * rows; sx = d + 4 * rows;
-    mx = reinterpret_cast<float*>(d + WS_F64 * rows); mn = mx + rows;
-    ticket = reinterpret_cast<int*>(mn + rows); done = ticket + mtiles; flag = done + 1;
+struct Ws {  // the arrays, from the base and the row capacity
+  double* d;
+  int64_t rows;
+  __device__ Ws(void* base, int64_t rows_) : d(static_cast<double*>(base)), rows(rows_) {}
+  __device__ double* s1() const { return d; }
+  __device__ double* s2() const { return d + rows; }
+  __device__ double* c1() const { return d + 2 * rows; }
+  __device__ double* c2() const { return d + 3 * rows; }
+  __device__ double* sx() const { return d + 4 * rows; }
+  __device__ float* mx() const { return reinterpret_cast<float*>(d + WS_F64 * rows); }
+  __device__ float* mn() const { return mx() + rows; }
+  __device__ unsigned long long* reports() const {  // 8-byte aligned: 48 bytes per row before it
+    return reinterpret_cast<unsigned long long*>(mn() + rows);
   }
+  __device__ int* ticket() const { return reinterpret_cast<int*>(reports() + 1); }
 };
 
 // A zero the compiler cannot see through (keeps a computation inside the loop it is written in).
@@ -66,6 +81,14 @@ __device__ __forceinline__ int opaque_zero() {
   int z;
   asm volatile("mov.u32 %0, 0;" : "=r"(z));
   return z;
+}
+
+// Ticket RMW with release and acquire semantics at GPU scope (FTG_ABLATE bit 8: one instruction
+// for a fence, an atomic and a fence; measured ~1 us faster at most, within noise).
+__device__ __forceinline__ int ticket_acq_rel(int* p) {
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
+  return old;
 }
 
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
@@ -132,11 +155,11 @@ struct XStats {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
     if (half == 0 && in_range) {
-      atomicAdd(ws.c1 + flat_row, (double)d);
-      atomicAdd(ws.c2 + flat_row, d2);
-      atomicAdd(ws.sx + flat_row, (double)s);
-      atomic_max_f32(ws.mx + flat_row, x);
-      atomic_min_f32(ws.mn + flat_row, n);
+      atomicAdd(ws.c1() + flat_row, (double)d);
+      atomicAdd(ws.c2() + flat_row, d2);
+      atomicAdd(ws.sx() + flat_row, (double)s);
+      atomic_max_f32(ws.mx() + flat_row, x);
+      atomic_min_f32(ws.mn() + flat_row, n);
     }
   }
 };
@@ -157,7 +180,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
     wgmma_commit();
-    if constexpr (PROTECT) {
+    if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
         stats_ks += tn_n;
@@ -302,7 +325,7 @@ __device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int 
   int ndet = 0, lost = 0;
   bool invalid = false;
   const bool fix = args.policy == kCorrect || args.policy == kRecompute;
-#pragma unroll 1
+#pragma unroll 1  // unrolled, its loads in flight together, it was no faster and spilled more
   for (int i = 0; i < BM / 32; ++i) {
     const int64_t m = (int64_t)mt * BM + lane + 32 * i;
     bool flagged = false;
@@ -310,13 +333,13 @@ __device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int 
     double s2 = 0.0, c1 = 0.0, c2 = 0.0;
     if (m < M) {
       const int64_t row = b * M + m;
-      const double s1 = __ldcg(ws.s1 + row), sx = __ldcg(ws.sx + row);
-      s2 = __ldcg(ws.s2 + row);
-      c1 = __ldcg(ws.c1 + row);
-      c2 = __ldcg(ws.c2 + row);
-      const float mx = __ldcg(ws.mx + row), mn = __ldcg(ws.mn + row);
-      ws.s1[row] = 0.0; ws.s2[row] = 0.0; ws.c1[row] = 0.0; ws.c2[row] = 0.0; ws.sx[row] = 0.0;
-      ws.mx[row] = -INFINITY; ws.mn[row] = INFINITY;
+      const double s1 = __ldcg(ws.s1() + row), sx = __ldcg(ws.sx() + row);
+      s2 = __ldcg(ws.s2() + row);
+      c1 = __ldcg(ws.c1() + row);
+      c2 = __ldcg(ws.c2() + row);
+      const float mx = __ldcg(ws.mx() + row), mn = __ldcg(ws.mn() + row);
+      ws.s1()[row] = 0.0; ws.s2()[row] = 0.0; ws.c1()[row] = 0.0; ws.c2()[row] = 0.0; ws.sx()[row] = 0.0;
+      ws.mx()[row] = -INFINITY; ws.mn()[row] = INFINITY;
       if (args.bias) c1 += args.bstats[0];
       const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
       if (!valid) {
@@ -347,9 +370,9 @@ __device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int 
   }
   invalid = __any_sync(0xffffffffu, invalid);
   if (lane == 0) {
-    ws.ticket[b * tm_n + mt] = 0;
+    ws.ticket()[b * tm_n + mt] = 0;
     add_outcomes(args, ndet, 0, lost);
-    count_nonfinite_once(args, invalid, (int)args.batch * tm_n, ws.done, ws.flag);
+    count_nonfinite_once(args, invalid, (int)args.batch * tm_n, ws.reports());
   }
 }
 
@@ -455,7 +478,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     } else if (PROTECT && warp == 1) {  // --------------------------- verifier
-      const Ws ws(args.ws, args.ws_rows, args.ws_mtiles);
+      const Ws ws(args.ws, args.ws_rows);
       int seq = 0, nfix = 0;
       for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
         const TileCoord c = g.tile(t);
@@ -464,13 +487,18 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (c.mt < g.tm_n && lane == 0) {  // (a cluster's spare tile past M has nothing to verify)
           // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
           // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
-          __threadfence();
-          last = atomicAdd(ws.ticket + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
+          if (FTG_ABLATE & 8) {
+            last = ticket_acq_rel(ws.ticket() + c.b * g.tm_n + c.mt) == g.tn_n - 1;
+          } else {
+            __threadfence();
+            last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
+          }
         }
         last = __shfl_sync(0xffffffffu, last, 0);
         if (lane == 0) mbar_arrive(&sm.epi_empty);  // the consumers may hand over the next tile
-        if (last) {
-          __threadfence();
+        if (last && !(FTG_ABLATE & 1)) {
+          if (!(FTG_ABLATE & 8)) __threadfence();
+          else __syncwarp();  // lane 0's acquire, then the warp (CTA-scope order through the shuffle)
           verify_mtile<T>(args, ws, c.b, c.mt, g.tm_n, lane, sm.fix, nfix);
         }
       }
@@ -535,7 +563,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // = j / 32 + (2 q + 1) / 256 + e / 256: summed as three parts with constant coefficients (per-lane
     // weight tables were hoisted out of the tile loop by ptxas and spilled).
     float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
-    if constexpr (PROTECT) {
+    if constexpr (PROTECT && !(FTG_ABLATE & 4)) {
       float ta = 0.f, tb = 0.f, ua = 0.f, ub = 0.f;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
@@ -556,7 +584,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
         const int j = 8 * cc + jj, col = jj * 8 + 2 * q;
-        *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) = Elem<T>::pack(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<uint32_t*>(stg + (lane / 4) * STG_PITCH + col * 2) =
+            Elem<T>::pack(acc[4 * j], acc[4 * j + 1]);
         *reinterpret_cast<uint32_t*>(stg + (lane / 4 + 8) * STG_PITCH + col * 2) =
             Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
@@ -583,24 +612,25 @@ __global__ void __launch_bounds__(THREADS, 1)
       // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
       // out of the tile loop (loop-invariant) they were spilled across the mainloop and their
       // reloads went to L2 (the carve-out leaves L1 little room) on every tile.
-      const Ws ws(args.ws, args.ws_rows + opaque_zero(), args.ws_mtiles);
+      const Ws ws(args.ws, args.ws_rows + opaque_zero());
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
         s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
       }
-      if (lane % 4 == 0) {
+      if (lane % 4 == 0 && !(FTG_ABLATE & 4)) {
         const double off = (double)c.nt * BN;  // global weight = off + local weight
         if (r_lo < g.M) {
-          atomicAdd(ws.s1 + c.b * g.M + r_lo, (double)s1a);
-          atomicAdd(ws.s2 + c.b * g.M + r_lo, BN * (double)s2a + off * (double)s1a);
+          atomicAdd(ws.s1() + c.b * g.M + r_lo, (double)s1a);
+          atomicAdd(ws.s2() + c.b * g.M + r_lo, BN * (double)s2a + off * (double)s1a);
         }
         if (r_hi < g.M) {
-          atomicAdd(ws.s1 + c.b * g.M + r_hi, (double)s1b);
-          atomicAdd(ws.s2 + c.b * g.M + r_hi, BN * (double)s2b + off * (double)s1b);
+          atomicAdd(ws.s1() + c.b * g.M + r_hi, (double)s1b);
+          atomicAdd(ws.s2() + c.b * g.M + r_hi, BN * (double)s2b + off * (double)s1b);
         }
       }
-      if (c.nt < g.nk) xs.flush(ws, c.b * g.M + (int64_t)c.mt * BM + xs.row, (int64_t)c.mt * BM + xs.row < g.M);
+      const int64_t xm = (int64_t)c.mt * BM + xs.row;  // the row of this thread's statistics
+      if (c.nt < g.nk && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm < g.M);
       // Hand the tile to the verifier (once it took the previous one: the barrier's phases must
       // not run two ahead of it) and go on: its fence and ticket are off this path.
       if (seq > 0) mbar_wait(&sm.epi_empty, (seq - 1) & 1);
@@ -656,7 +686,7 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
 
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.
 extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
-  return rows * (ftg::glb::WS_F64 * 8 + 2 * 4) + (mtiles + 2) * 4;
+  return rows * (ftg::glb::WS_F64 * 8 + 2 * 4) + 8 + mtiles * 4;
 }
 // Byte offset of the fp32 max / min rows (the launcher initialises them to -inf / +inf).
 extern "C" long long ft_gemm_global_ws_extrema_offset(long long rows) { return rows * ftg::glb::WS_F64 * 8; }

@@ -499,8 +499,8 @@ __global__ void __launch_bounds__(THREADS, 2)
     if (tid == 0) {
       add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
       if (tile == 0) {  // the first N tile of each M-block reports its rows' inputs
-        int* ws = static_cast<int*>(args.ws);  // [done, flag]
-        count_nonfinite_once(args, sm.ninvalid || !sm.wfin, (int)(gridDim.y * gridDim.z), ws, ws + 1);
+        count_nonfinite_once(args, sm.ninvalid || !sm.wfin, (int)(gridDim.y * gridDim.z),
+                             static_cast<unsigned long long*>(args.ws));  // the workspace's 8 bytes
       }
     }
   }
