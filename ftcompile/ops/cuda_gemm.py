@@ -180,9 +180,9 @@ _ws: Dict[tuple, torch.Tensor] = {}
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
-    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global: (buffer, rows, mtiles); the kernel library gives its size
-    and where its fp32 max (-inf) / min (+inf) rows start; the rest starts at zero. Grown by
-    doubling."""
+    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global:
+    (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
+    min (+inf) rows start; the rest starts at zero. Grown by doubling."""
     key = (kind, device, stream)
     hit = _ws.get(key)
     if kind == "thread":
