@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Where the global kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_ABLATE bits, csrc/gemm/global_gemm.cu) and times the protected kernel
-# of each build against the unprotected one on a few compute-bound shapes. Diagnostics only: the
-# ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
+# of each build against the unprotected one on a few compute-bound shapes (which builds: ABLATE,
+# default "0 1 3 7"). Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ablate
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ablate/env.log 2>&1
 flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared)
-for a in 0 1 3 7 8; do
+for a in ${ABLATE:-0 1 3 7}; do
   nvcc "${flags[@]}" -DFTG_ABLATE=$a csrc/gemm/*.cu -o /tmp/ablate/libgemm_$a.so > /tmp/ablate/build_$a.log 2>&1 &
 done
 wait
@@ -24,7 +24,7 @@ for shape in [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4
     t = {n: graph_time(r.variant(n, "linear_global"), sets) for n in names}
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
-for a in 0 1 3 7 8; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: acq_rel tickets)"
+for a in ${ABLATE:-0 1 3 7}; do
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: acq_rel tickets, 16: no weighted check)"
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

@@ -22,7 +22,7 @@
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
 // in the k-loop, 4: no output row sums, 8: tickets by one acq_rel atomic instead of fence + atomic
-// + fence.
+// + fence, 16: no weighted check (x . sum_n (n+1) W[n]) in the statistics.
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
@@ -123,7 +123,8 @@ struct XStats {
       // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
       const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
       const float4 w0 = lds128f(wc + ch * 32), w1 = lds128f(wc + ch * 32 + 16);
-      const float4 v0 = lds128f(wc + BK * 4 + ch * 32), v1 = lds128f(wc + BK * 4 + ch * 32 + 16);
+      float4 v0 = make_float4(0.f, 0.f, 0.f, 0.f), v1 = v0;
+      if (!(FTG_ABLATE & 16)) v0 = lds128f(wc + BK * 4 + ch * 32), v1 = lds128f(wc + BK * 4 + ch * 32 + 16);
       const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
                    f3 = Elem<T>::unpack(v.w);
       const float sj = ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
@@ -133,6 +134,7 @@ struct XStats {
       float e = f0.x * v0.x;
       e = fmaf(f0.y, v0.y, e); e = fmaf(f1.x, v0.z, e); e = fmaf(f1.y, v0.w, e);
       e = fmaf(f2.x, v1.x, e); e = fmaf(f2.y, v1.y, e); e = fmaf(f3.x, v1.z, e); e = fmaf(f3.y, v1.w, e);
+      if (FTG_ABLATE & 16) e = 0.f;
       sum += in_k ? sj : 0.f;
       dot += in_k ? d : 0.f;
       dot2_step += in_k ? e : 0.f;
