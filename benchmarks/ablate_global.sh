@@ -25,6 +25,6 @@ for shape in [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: acq_rel tickets, 16: no weighted check)"
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 16: no weighted check)"
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

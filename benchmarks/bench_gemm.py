@@ -264,7 +264,7 @@ def main():
              ("on", "linear_global", "on", {}), ("noop", "linear_global", "noop", {}),
              ("fault", "linear_global", "fault", {})]
     if mc:
-        gvars += [(f"{v}_mc", "linear_global", f"{v}_mc", {}) for v in ("off", "on", "fault")]
+        gvars += [(f"{v}_mc", "linear_global", f"{v}_mc", {}) for v in ("off", "on", "noop", "fault")]
     glines = []
     parts = set(args.parts.split(","))
     for dtype in ((bf16, fp16) if "global" in parts else ()):
@@ -281,7 +281,7 @@ def main():
                     cost("noop", "on")]
             if mc:
                 line += [f(r.get("on_mc")), q(r.get("off_mc")), q(r.get("on_mc")), cost("on_mc", "off_mc"),
-                         cost("fault_mc", "on_mc")]
+                         cost("fault_mc", "noop_mc")]
             glines.append(line)
             print(" | ".join(line), flush=True)
     head = ["M×N×K", "dtype", "AI", "cuBLAS", "off", "on", "off/cuBLAS", "on/cuBLAS", "on vs off",

@@ -1,6 +1,6 @@
 // Shared pieces of the protected linear kernels: the argument block (mirrored by ctypes in
-// ftcompile/ops/cuda_gemm.py), PTX wrappers (cluster, DSMEM, packed extrema), fault
-// injection and the V-ABFT threshold. Only CUDA headers: nvcc -c checks it without torch.
+// ftcompile/ops/cuda_gemm.py), row dot products, packed extrema, fault injection and the V-ABFT
+// threshold. Only CUDA headers: nvcc -c checks it without torch.
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -47,47 +47,14 @@ struct Args {
   float e, c_sigma;       // e_max (with safety) and the V-ABFT sigma multiplier
   int32_t policy, dtype, protect, n_inj, split, mtile;  // dtype 0 bf16, 1 fp16
   int64_t stream;
-  int32_t num_sms, ws_mtiles;  // global workspace layout: capacity in 128-row tiles and rows
-  int64_t ws_rows;
+  int32_t num_sms;
+  int64_t ws_rows;             // global workspace layout: its capacity in rows
   double* dbg;                 // diagnostics (null): per check (sum, check, threshold)
   int32_t nbox, stages;        // thread scheme: 64-wide k boxes per stage, ring depth (multiple of 4/wm)
   int32_t cluster;             // global scheme: CTAs per cluster sharing W tiles by TMA multicast (1, 2)
   int32_t wm;                  // thread scheme: consumer warps across M (1, 2, 4); the rest split K
   Injection inj[kMaxInj];
 };
-
-// ---------------------------------------------------------------- small helpers
-// ---------------------------------------------------------------- barriers, cluster, DSMEM
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// 3-D tiled load multicast to the CTAs of `mask` (same smem offset and mbarrier in each).
-__device__ __forceinline__ void tma_load_3d_mc(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
-                                               int c2, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%3, %4, %5}], [%2], %6;" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "r"(c2), "h"(mask)
-      : "memory");
-}
-// Arrive on the mbarrier at the same offset in CTA `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-__device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank) {
-  uint32_t remote;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local_addr), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 
 // ---------------------------------------------------------------- row dot products (correction paths)
 // fp32 partial dot of a 16-bit row with a 16-bit row over k = k0 + 8*i (i = idx, idx + step, ...).
@@ -106,7 +73,8 @@ __device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int
   }
   return s;
 }
-__device__ __forceinline__ float warp_sum(float v) {
+template <typename V>  // float or double
+__device__ __forceinline__ V warp_sum(V v) {
 #pragma unroll
   for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -21,8 +21,8 @@
 
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
-// in the k-loop, 4: no output row sums, 8: tickets by one acq_rel atomic instead of fence + atomic
-// + fence, 16: no weighted check (x . sum_n (n+1) W[n]) in the statistics.
+// in the k-loop, 4: no output row sums, 16: no weighted check (x . sum_n (n+1) W[n]) in the
+// statistics. (Bit 8, tickets by one acq_rel atomic, was measured and removed: NOTES_gemm.md.)
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
@@ -83,14 +83,6 @@ __device__ __forceinline__ int opaque_zero() {
   return z;
 }
 
-// Ticket RMW with release and acquire semantics at GPU scope (FTG_ABLATE bit 8: one instruction
-// for a fence, an atomic and a fence; measured ~1 us faster at most, within noise).
-__device__ __forceinline__ int ticket_acq_rel(int* p) {
-  int old;
-  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
-  return old;
-}
-
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
 // every CTA of the cluster only once all of their consumers are done with it.
 __device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_t rank) {
@@ -145,7 +137,6 @@ struct XStats {
   }
 
   // Joins the two halves of the row (lanes 2i, 2i+1) and adds them to the row's workspace entries.
-  template <typename Ws>
   __device__ void flush(const Ws& ws, int64_t flat_row, bool in_range) {
     float s = sum, d = dot;
     double d2 = dot2;
@@ -213,12 +204,6 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   return c;
 }
 
-__device__ __forceinline__ double warp_sum_f64(double v) {
-#pragma unroll
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // The persistent schedule: the problem in tiles and this CTA's share of them. Each role builds its
 // own after the register split, from an opaque zero: values computed once before the split were
 // spilled for WG0's small register budget and the consumers reloaded them from L2 (the
@@ -250,7 +235,7 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
 
 // Sum over the 128 threads of WG0 (the correction group), result in every thread; named barrier 2.
 __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
-  v = warp_sum_f64(v);
+  v = warp_sum(v);
   if (idx % 32 == 0) red[idx / 32] = v;
   named_bar_sync(2, 128);
   const double s = (red[0] + red[1]) + (red[2] + red[3]);
@@ -489,18 +474,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (c.mt < g.tm_n && lane == 0) {  // (a cluster's spare tile past M has nothing to verify)
           // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
           // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
-          if (FTG_ABLATE & 8) {
-            last = ticket_acq_rel(ws.ticket() + c.b * g.tm_n + c.mt) == g.tn_n - 1;
-          } else {
-            __threadfence();
-            last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
-          }
+          __threadfence();
+          last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
         }
         last = __shfl_sync(0xffffffffu, last, 0);
         if (lane == 0) mbar_arrive(&sm.epi_empty);  // the consumers may hand over the next tile
         if (last && !(FTG_ABLATE & 1)) {
-          if (!(FTG_ABLATE & 8)) __threadfence();
-          else __syncwarp();  // lane 0's acquire, then the warp (CTA-scope order through the shuffle)
+          __threadfence();
           verify_mtile<T>(args, ws, c.b, c.mt, g.tm_n, lane, sm.fix, nfix);
         }
       }

@@ -81,7 +81,7 @@ class _Args(ctypes.Structure):
                 ("e", ctypes.c_float), ("c_sigma", ctypes.c_float),
                 ("policy", ctypes.c_int32), ("dtype", ctypes.c_int32), ("protect", ctypes.c_int32),
                 ("n_inj", ctypes.c_int32), ("split", ctypes.c_int32), ("mtile", ctypes.c_int32),
-                ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32), ("ws_mtiles", ctypes.c_int32),
+                ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32),
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32),
@@ -416,7 +416,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         ws = _workspace("thread", dev, a.stream)
     elif protect:
-        ws, a.ws_rows, a.ws_mtiles = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
+        ws, a.ws_rows, _ = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
     else:
         ws = None
     if ws is not None:
