@@ -86,7 +86,7 @@ class Runner:
         self.log = torch.zeros(cuda_gemm.MAX_INJ, 2, device="cuda")
         self.g = torch.Generator().manual_seed(0)
 
-    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None):
+    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None, kernel=None):
         if name == "cublas":
             return lambda x, w, b: F.linear(x, w, b)
         cluster = 2 if name.endswith("_mc") else None
@@ -102,7 +102,7 @@ class Runner:
                 plan = [(self.inj if name == "fault" else self.noop, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
                                  split=split, mtile=mtile, nbox=nbox, stages=stages, wm=wm, plan=plan,
-                                 log=self.log, cluster=cluster)
+                                 log=self.log, cluster=cluster, kernel=kernel)
         return call
 
 
@@ -298,11 +298,13 @@ def main():
     tvars = [("cublas", None, "cublas", {}), ("off", "linear_thread", "off", {}),
              ("on", "linear_thread", "on", {}), ("fault", "linear_thread", "fault", {}),
              ("global_on", "linear_global", "on", {})]
+    # For M <= 16 (the streaming kernel's rows) the TMA-ring kernel too, for comparison.
+    ring = [("ring_on", "linear_thread", "on", {"kernel": "ring"})]
     tlines, cross = [], []
     for (k, n) in (tshapes if "thread" in parts else ()):
         for m in mlist:
             shape = (m, n, k)
-            r = bench_shape(runner, shape, bf16, tvars, copy, rows)
+            r = bench_shape(runner, shape, bf16, tvars + (ring if m <= 16 else []), copy, rows)
             nbytes = (m * k + n * k + m * n + n) * 2
             ai = 2 * m * n * k / nbytes
             c = r.get("cublas")
@@ -312,7 +314,9 @@ def main():
             tlines.append([f"{m}x{n}x{k}", f"{ai:.1f}", f(c), f(r.get("off")), f(r.get("on")),
                            f(r.get("global_on")), q(r.get("on")), q(r.get("global_on")), gbs(c),
                            gbs(r.get("on")), f"{100 * nbytes / r['on'] / 1e6 / copy:.0f}%" if r.get("on") else "-",
-                           f"{(r['on'] / r['off'] - 1) * 100:.1f}%" if r.get("on") and r.get("off") else "-"])
+                           f"{(r['on'] / r['off'] - 1) * 100:.1f}%" if r.get("on") and r.get("off") else "-",
+                           f(r.get("ring_on")) if m <= 16 else "-",
+                           f"{(r['fault'] / r['on'] - 1) * 100:.1f}%" if r.get("fault") and r.get("on") else "-"])
             print(" | ".join(tlines[-1]), flush=True)
             if r.get("on") and r.get("global_on") and c:
                 cross.append({"M": m, "N": n, "K": k, "intensity": ai, "thread_over_cublas": r["on"] / c,
@@ -320,7 +324,8 @@ def main():
                               "winner": "thread" if r["on"] < r["global_on"] else "global"})
     md.append(fmt_table("Thread scheme (bf16) vs cuBLAS and the global scheme (µs; GB/s counts x, W, y, b once)",
                         ["M×N×K", "AI", "cuBLAS", "thread off", "thread on", "global on", "thread/cuBLAS",
-                         "global/cuBLAS", "cuBLAS GB/s", "thread GB/s", "% copy BW", "thread on/off"], tlines))
+                         "global/cuBLAS", "cuBLAS GB/s", "thread GB/s", "% copy BW", "thread on/off",
+                         "ring kernel on", "fault cost"], tlines))
 
     # ---- square sizes (the paper's Figure 12 sweep) for the crossover
     slines = []
@@ -353,7 +358,13 @@ def main():
         sets = make_sets(m, n, k, bf16)
         _, a_wm, a_sp, a_nbox, a_ns = cuda_gemm.thread_config(m, n, k, 1, sms)
         best = None
-        wms = [1] if m <= 16 else [1, 2, 4] if m <= 64 else [2, 4]
+        if m <= 16:  # the streaming kernel: only its cluster split
+            for sp in (1, 2, 4, 8):
+                ms = graph_time(runner.variant("on", "linear_thread", split=sp, kernel="stream"), sets)
+                rows.append({**record((m, n, k), bf16, f"stream_on_k{sp}", ms, copy)})
+                if best is None or ms < best[0]:
+                    best = (ms, "stream", "-", sp, 1)
+        wms = [] if m <= 16 else [1, 2, 4] if m <= 64 else [2, 4]
         for wm in wms:
             for nbox, stages in ((1, 8), (2, 8), (1, 4), (2, 4)):
                 for sp in (1, 2, 3, 4, 8):
@@ -374,6 +385,8 @@ def main():
                         best = (ms, nbox, stages, sp, wm)
         nbytes = (m * k + n * k + m * n + n) * 2
         auto_ms = graph_time(runner.variant("on", "linear_thread"), sets)
+        if cuda_gemm.thread_kernel(m, n, k, 1) == "stream":
+            a_wm, a_nbox, a_ns, a_sp = 1, "stream", "-", cuda_gemm.stream_split(m, n, k, 1, sms)
         sweep.append([f"{m}x{n}x{k}", f"w{a_wm} b{a_nbox} s{a_ns} k{a_sp}", f"{auto_ms * 1000:.1f}",
                       f"w{best[4]} b{best[1]} s{best[2]} k{best[3]}" if best else "-",
                       f"{best[0] * 1000:.1f}" if best else "-",
@@ -381,7 +394,8 @@ def main():
         print(" | ".join(sweep[-1]), flush=True)
         del sets
     md.append(fmt_table("Thread kernel configurations (protected; w = warps across M, b = 64-wide k-boxes per "
-                        "stage, s = ring depth, k = cluster split; all timings in gemm_bench.json)",
+                        "stage or 'stream' for the streaming kernel, s = ring depth, k = cluster split; all timings in "
+                        "gemm_bench.json)",
                         ["shape", "auto", "auto µs", "best", "best µs", "% copy BW"], sweep))
 
     cross.sort(key=lambda c: c["intensity"])

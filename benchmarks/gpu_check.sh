@@ -2,9 +2,12 @@
 # The whole project in one GPU call: install ftcompile (so backend="ft" resolves through its entry
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
-# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e] [models] [profile] [gemm] [global]
-#   (default: tests models; profile = selection="profile" on DLRM / Llama decode MLPs,
-#    gemm = the thread-scheme table of bench_gemm.py, global = its compute-bound table)
+# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
+#                                                   [sweep] [global]
+#   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
+#    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
+#    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
+#    global = its compute-bound table)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -31,6 +34,9 @@ for part in $parts; do
     tests) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
              tests/test_cuda_attention.py tests/test_cuda_e2e.py > "$OUT/pytest.log" 2>&1
            stamp "tests rc=$?" ;;
+    gemmtests) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --timeout=60 tests/test_cuda_gemm.py \
+                 > "$OUT/pytest.log" 2>&1
+               stamp "gemm tests rc=$?" ;;
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
@@ -38,8 +44,14 @@ for part in $parts; do
             stamp "models rc=$?" ;;
     profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
              stamp "profile rc=$?" ;;
-    gemm) timeout 240 python3 benchmarks/bench_gemm.py --parts thread --out "$OUT" > "$OUT/gemm.log" 2>&1
+    gemm) timeout 300 python3 benchmarks/bench_gemm.py --parts thread --out "$OUT" > "$OUT/gemm.log" 2>&1
           stamp "gemm rc=$?" ;;
+    gemmquick) timeout 120 python3 benchmarks/bench_gemm.py --parts thread --quick --out "$OUT" > "$OUT/gemm.log" 2>&1
+               stamp "gemm quick rc=$?" ;;
+    sweep) timeout 150 python3 benchmarks/bench_gemm.py --parts sweep --out "$OUT/sweep" \
+             --sweep-shapes 1x4096x4096,16x4096x4096,1x11008x4096,1x4096x11008,1x14336x4096,16x768x3072,1x768x768 \
+             > "$OUT/sweep.log" 2>&1
+           stamp "sweep rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
   esac
@@ -49,4 +61,6 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"
+[ -f "$OUT/gemm.log" ] && grep -E "^[0-9]+x" "$OUT/gemm.log" | cut -d'|' -f1-8,11-14
+[ -f "$OUT/sweep.log" ] && grep -E "^[0-9]+x" "$OUT/sweep.log"
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

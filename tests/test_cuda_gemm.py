@@ -19,8 +19,21 @@ from conftest import site
 CUDA = torch.cuda.is_available()
 HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="needs a CUDA sm_90 GPU")
-OPS = {"global": torch.ops.ftcompile.linear_global, "thread": torch.ops.ftcompile.linear_thread}
-SCHEME = {"global": "linear_global", "thread": "linear_thread"}
+OPS = {"global": torch.ops.ftcompile.linear_global, "thread": torch.ops.ftcompile.linear_thread,
+       "stream": torch.ops.ftcompile.linear_thread}
+SCHEME = {"global": "linear_global", "thread": "linear_thread", "stream": "linear_thread"}
+# The thread scheme has two kernels; each test runs both on every shape: "thread" forces the
+# TMA-ring kernel, "stream" the streaming one (which auto picks for M <= 16 only).
+THREAD_KERNEL = {"thread": "ring", "stream": "stream"}
+SCHEMES = ["global", "thread", "stream"]
+
+
+@pytest.fixture(autouse=True)
+def _thread_kernel(request, monkeypatch):
+    callspec = getattr(request.node, "callspec", None)
+    scheme = callspec.params.get("scheme") if callspec else None
+    if scheme in THREAD_KERNEL:
+        monkeypatch.setattr(cuda_gemm, "THREAD_KERNEL", THREAD_KERNEL[scheme])
 
 
 def _stats(name):
@@ -89,7 +102,7 @@ SHAPES = [  # (x shape, N, K): tails in M, N and K, odd N, batched weights
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{s[0]}x{s[1]}x{s[2]}" for s in SHAPES])
 def test_kernel_matches_fp32_reference(scheme, dtype, shape):
@@ -114,7 +127,7 @@ def test_kernel_matches_fp32_reference(scheme, dtype, shape):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_batched_and_strided_weights(scheme):
     sid = site(f"cu-bmm-{scheme}")
     x, w = _rand(4, 33, 64, dtype=torch.bfloat16), _rand(4, 64, 96, dtype=torch.bfloat16)  # W [B, K, N]
@@ -130,7 +143,7 @@ def test_batched_and_strided_weights(scheme):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_no_false_positives_over_many_random_inputs(scheme):
     name = f"cu-clean-{scheme}"
     sid = site(name)
@@ -157,7 +170,7 @@ FAULTS = [dict(stage="accumulator", value=0.5, k_step=1), dict(stage="accumulato
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: "-".join(str(v) for v in f.values()))
 def test_single_fault_detected_and_corrected(scheme, dtype, fault):
@@ -175,7 +188,7 @@ def test_single_fault_detected_and_corrected(scheme, dtype, fault):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_every_random_single_fault_is_corrected(scheme):
     """Random element and k-step, exponent bit flips: each one that changes the value by more
     than 5% (all but flips of near-zero partial sums) is detected and corrected."""
@@ -204,7 +217,7 @@ def test_every_random_single_fault_is_corrected(scheme):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme):
     name, rname = f"cu-multi-{scheme}", f"cu-multi-re-{scheme}"
     sid, rid = site(name), site(rname, policy="recompute")
@@ -236,7 +249,7 @@ def test_symmetric_double_fault_is_not_miscorrected():
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_policies_detect_and_raise(scheme):
     x, w = _rand(8, 64, dtype=torch.bfloat16), _rand(32, 64, dtype=torch.bfloat16)
     name = f"cu-pol-detect-{scheme}"
@@ -256,7 +269,7 @@ def test_policies_detect_and_raise(scheme):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 @pytest.mark.parametrize("rows", [300, 8], ids=["several-row-blocks", "one-row-block"])
 def test_nonfinite_inputs_are_reported_once_not_as_faults(scheme, rows):
     name = f"cu-nonfinite-{scheme}-{rows}"
@@ -273,7 +286,7 @@ def test_nonfinite_inputs_are_reported_once_not_as_faults(scheme, rows):
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_same_element_as_cpu_reference(scheme):
     name = f"cu-same-{scheme}"
     sid = site(name)
@@ -300,7 +313,7 @@ def test_fp32_falls_back_to_the_reference_with_a_reason():
 
 
 @needs_hopper
-@pytest.mark.parametrize("scheme", ["global", "thread"])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_cuda_graph_replay_keeps_counting(scheme):
     """No host sync per call: the op captures into a CUDA graph and replays with counters."""
     name = f"cu-graph-{scheme}"
@@ -349,3 +362,35 @@ def test_global_multicast_variant(dtype):
         _assert_same_but_corrected(y, clean, dtype)
     st = _stats(name)
     assert st["detected"] == 3 and st["corrected"] == 3 and st["uncorrectable"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_stream_kernel_every_cluster_split(dtype):
+    """The streaming kernel splits K over 1-8 CTAs (the others push their partials into the
+    leader's shared memory): the same numerics, checks and corrections for every split, with K
+    tails, partial column tiles, and a fault in the last CTA's K slice."""
+    name = f"cu-stream-split-{dtype}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    faults = 0
+    for m, n, k in [(1, 4096, 4096), (5, 200, 1032), (16, 96, 8), (3, 520, 264)]:
+        x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+        ref = F.linear(x.double(), w.double(), b.double())
+        torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+        for split in (1, 2, 4, 8):
+            run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect, split=split,
+                                                     kernel="stream")
+            for protect in (True, False):
+                assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k, split)
+            clean = run()
+            for stage in ("accumulator", "output"):
+                spec = FaultSpec(site=name, stage=stage, index=(m - 1, n // 3), value=5.0,
+                                 **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
+                with inject(spec) as inj:
+                    y = run()
+                assert len(inj.events) == 1
+                faults += 1
+                _assert_same_but_corrected(y, clean, dtype)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0

@@ -18,13 +18,15 @@
 
 #include "ft_common.cuh"
 #include "ft_host.cuh"
+#include "thread_abft.cuh"
 
 namespace ftg {
 namespace thr {
 
 // 4 consumer warps (+1 producer) and 2 CTAs per SM: measured faster than 8 warps at 1 CTA per SM
 // (same speed for <= 132 CTAs, 1.3 waves instead of 1 beyond; NOTES_gemm.md, runs 3 and 5).
-constexpr int BN = 64, BK = 64, MAX_NS = 8, NCW = 4, THREADS = 32 * (NCW + 1), NREG = 42, MAX_FLAG = 32;
+using namespace tabft;
+constexpr int BK = 64, MAX_NS = 8, NCW = 4, THREADS = 32 * (NCW + 1);
 
 // A stage is NBOX k-boxes of 64 (TMA boxes are 128 bytes wide with the 128-byte swizzle): several
 // boxes per stage make each W row's reads NBOX*128 contiguous bytes (DRAM runs, not 128-byte bits).
@@ -39,30 +41,15 @@ template <int MT, int NBOX> struct Cfg {
 
 struct Smem {
   uint64_t full[MAX_NS], empty[MAX_NS];
-  // Per-call constants, fetched by the producer warp's idle lanes while the ring fills (their
-  // load latency would otherwise sit in the epilogue's critical path).
-  float bias[BN], wst[3], bias_max;
-  int wfin;
-  float t[MAX_FLAG][8];  // recomputed group elements
-  int frow[MAX_FLAG], fgrp[MAX_FLAG];
-  int nflag, ndet, ncorr, nunc, ninvalid;
+  CheckSmem cs;
 };
 template <int MT, int NBOX> size_t smem_bytes(int ns, int wm) {
   const size_t ring = (size_t)ns * Cfg<MT, NBOX>::stage(wm);
   return 1024 + (ring > (size_t)Cfg<MT, NBOX>::PART ? ring : (size_t)Cfg<MT, NBOX>::PART) + sizeof(Smem);
 }
 
-// Partial sums of one warp: main accumulators, checks, and x statistics, per m16 block.
-template <typename T, int MT> struct Frag {
-  float acc[MT][8][4];
-  float chk[MT][4];
-  float chk2[MT][4];  // fp16: the 2^-11-scaled low part of the check
-  float sx[MT][4];
-  uint32_t mx[MT][2], mn[MT][2];
-};
-
 template <typename T, int MT, bool PROTECT>
-__device__ __forceinline__ void consume_stage(Frag<T, MT>& f, uint32_t wt, uint32_t xt, int lane) {
+__device__ __forceinline__ void consume_stage(Frag<MT>& f, uint32_t wt, uint32_t xt, int lane) {
   const int mi = lane >> 3, r8 = lane & 7;
 #pragma unroll
   for (int s = 0; s < BK / 16; ++s) {  // k16 steps of the 64-wide stage (one k16 live: fewer registers)
@@ -80,55 +67,8 @@ __device__ __forceinline__ void consume_stage(Frag<T, MT>& f, uint32_t wt, uint3
       const int row = mt * 16 + (mi & 1) * 8 + r8, chunk = 2 * s + (mi >> 1);
       ldsm_x4(a[mt], xt + row * 128 + ((chunk ^ r8) << 4));
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int j = 0; j < 8; ++j) Elem<T>::mma(f.acc[mt][j], a[mt], b[j][0], b[j][1]);
-    if constexpr (PROTECT) {
-      // Strided checksum of the fragments this thread holds: sum over the 8 n8-blocks, in fp32,
-      // then split so that hi + mid + lo (bf16) or hi + 2^-11 mid (fp16) carries it exactly.
-      uint32_t hi[2], mid[2], lo[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float2 v = Elem<T>::unpack(b[0][r]);
-#pragma unroll
-        for (int j = 1; j < 8; ++j) {
-          const float2 u = Elem<T>::unpack(b[j][r]);
-          v.x += u.x; v.y += u.y;
-        }
-        hi[r] = Elem<T>::pack(v.x, v.y);
-        const float2 h = Elem<T>::unpack(hi[r]);
-        const float r0 = v.x - h.x, r1 = v.y - h.y;
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          mid[r] = Elem<T>::pack(r0, r1);
-          const float2 m = Elem<T>::unpack(mid[r]);
-          lo[r] = Elem<T>::pack(r0 - m.x, r1 - m.y);
-        } else {  // fp16: scale the residual out of the subnormal range
-          mid[r] = Elem<T>::pack(r0 * 2048.f, r1 * 2048.f);
-          lo[r] = 0u;
-        }
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        Elem<T>::mma(f.chk[mt], a[mt], hi[0], hi[1]);
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          Elem<T>::mma(f.chk[mt], a[mt], mid[0], mid[1]);
-          Elem<T>::mma(f.chk[mt], a[mt], lo[0], lo[1]);
-        } else {
-          Elem<T>::mma(f.chk2[mt], a[mt], mid[0], mid[1]);
-        }
-        Elem<T>::mma(f.sx[mt], a[mt], Elem<T>::kOnes, Elem<T>::kOnes);
-        f.mx[mt][0] = hmax2<T>(f.mx[mt][0], hmax2<T>(a[mt][0], a[mt][2]));
-        f.mx[mt][1] = hmax2<T>(f.mx[mt][1], hmax2<T>(a[mt][1], a[mt][3]));
-        f.mn[mt][0] = hmin2<T>(f.mn[mt][0], hmin2<T>(a[mt][0], a[mt][2]));
-        f.mn[mt][1] = hmin2<T>(f.mn[mt][1], hmin2<T>(a[mt][1], a[mt][3]));
-      }
-    }
+    mma_step<T, MT, PROTECT>(f, a, b);
   }
-}
-
-__device__ __forceinline__ float combine(int r, float v, float u) {  // partial slot r of NREG
-  return r < 38 ? v + u : (r < 40 ? fmaxf(v, u) : fminf(v, u));      // sums, max, min
 }
 
 // part[slot(e)] = combine over sources of part[slot(e) + src offset], for e < n; 8 independent
@@ -186,24 +126,15 @@ __global__ void __launch_bounds__(THREADS, 2)
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
     tma_prefetch_desc(&tmX);
-    sm.nflag = sm.ndet = sm.ncorr = sm.nunc = sm.ninvalid = 0;
+    reset_outcomes(sm.cs);
     if (PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
       atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
   __syncthreads();
 
-  Frag<T, MT> f;
+  Frag<MT> f;
   if (warp == NCW) {  // ------------------------------------------- TMA producer
-    if (PROTECT && lane > 0) {  // per-call constants for the epilogue (read after cluster_sync)
-      const T* bias = static_cast<const T*>(args.bias);
-      for (int c = lane - 1; c < BN; c += 31) {
-        const int64_t n = (int64_t)tile * BN + c;
-        sm.bias[c] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
-      }
-      if (lane <= 3) sm.wst[lane - 1] = args.wstats[3 * b + lane - 1];
-      if (lane == 4) sm.wfin = *args.wfinite;
-      if (lane == 5) sm.bias_max = args.bias ? (float)args.bstats[3] : 0.f;
-    }
+    if (lane > 0) fetch_constants<T>(sm.cs, args, tile, b, lane - 1, 31);  // read after cluster_sync
     if (lane == 0) {
       for (int i = 0; i < nloc; ++i) {
         const int slot = i % NS;
@@ -220,17 +151,8 @@ __global__ void __launch_bounds__(THREADS, 2)
       }
     }
   } else {  // ----------------------------------------------------- consumers
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) f.acc[mt][j][e] = 0.f;
-        f.chk[mt][e] = 0.f; f.chk2[mt][e] = 0.f; f.sx[mt][e] = 0.f;
-      }
-      f.mx[mt][0] = f.mx[mt][1] = kNegInf2<T>;
-      f.mn[mt][0] = f.mn[mt][1] = kPosInf2<T>;
-    }
+    f.zero();
+    f.template reset_extrema<T>();
     const int wk = warp % WK, wmi = warp / WK;  // K group, M group (m16 blocks wmi*MT ...)
     for (int i = wk; i < nloc; i += WK) {
       const int slot = i % NS;
@@ -246,49 +168,18 @@ __global__ void __launch_bounds__(THREADS, 2)
           const int64_t ib = inj.row / M, im = inj.row % M;
           if (ib != b || im / BMc != mb || inj.col / BN != tile) continue;
           const int lr = (int)(im % BMc), lc = inj.col % BN;
-          if (lr / 16 / MT != wmi || lane != ((lr % 16) % 8) * 4 + (lc % 8) / 2) continue;
-          const int imt = (lr / 16) % MT, ij = lc / 8, ie = 2 * ((lr % 16) / 8) + (lc % 2);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-              for (int e = 0; e < 4; ++e)
-                if (mt == imt && j == ij && e == ie) f.acc[mt][j][e] = inject_one(f.acc[mt][j][e], inj, args.inj_log);
+          if (lr / 16 / MT != wmi || lane != owner_lane(lr, lc)) continue;
+          inject_acc<MT>(f, lr % (16 * MT), lc, inj, args.inj_log);
         }
       }
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(&sm.empty[slot]);
     }
-    // Row extrema: both halves of the packed pair, then the 4 lanes that share a row.
-    float mxf[MT][2], mnf[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 a = Elem<T>::unpack(f.mx[mt][h]), c = Elem<T>::unpack(f.mn[mt][h]);
-        float vx = fmaxf(a.x, a.y), vn = fminf(c.x, c.y);
-        vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 1)); vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 2));
-        vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 1)); vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 2));
-        mxf[mt][h] = vx; mnf[mt][h] = vn;
-      }
     named_bar_sync(1, NCW * 32);  // every stage consumed: the ring may be overwritten
     float* p = part + (size_t)warp * MT * NREG * 32 + lane;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      float* q = p + mt * NREG * 32;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) q[(4 * j + e) * 32] = f.acc[mt][j][e];
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        q[(32 + e) * 32] = std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
-      q[36 * 32] = f.sx[mt][0]; q[37 * 32] = f.sx[mt][2];
-      q[38 * 32] = mxf[mt][0]; q[39 * 32] = mxf[mt][1];
-      q[40 * 32] = mnf[mt][0]; q[41 * 32] = mnf[mt][1];
-    }
+    for (int mt = 0; mt < MT; ++mt) write_partial<T, MT>(f, mt, p + mt * NREG * 32);
     named_bar_sync(1, NCW * 32);
     // Sum each M group's K-group partials into the slot of its first warp (fixed order:
     // deterministic); warp w = wmi * WK + wk wrote slot w.
@@ -309,200 +200,41 @@ __global__ void __launch_bounds__(THREADS, 2)
   // thread takes part in each round (the correction path synchronises the CTA).
   const int g = lane / 4, q4 = lane % 4;
   const int MTT = MT * WM;
-  const T* bias = static_cast<const T*>(args.bias);
 #pragma unroll 1
   for (int round = 0; round * (THREADS / 32) < MTT; ++round) {
     const int mtw = round * (THREADS / 32) + warp;
-    const bool active = mtw < MTT;
-    float v[NREG];
-    if (active) {
-      const float* src = part + (size_t)((mtw / MT) * WK * MT + mtw % MT) * NREG * 32 + lane;
-#pragma unroll
-      for (int r = 0; r < NREG; ++r) v[r] = src[r * 32];
-    }
+    Block blk;
+    blk.active = mtw < MTT;
+    blk.row0 = (int64_t)mb * BMc + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
+    blk.col0 = (int64_t)tile * BN + 2 * q4;
     if constexpr (PROTECT) {
       if (round > 0) {  // the previous round's flags are consumed
         __syncthreads();
-        if (tid == 0) sm.nflag = 0;
+        if (tid == 0) sm.cs.nflag = 0;
         __syncthreads();
       }
     }
-    const int64_t row0 = (int64_t)mb * BMc + mtw * 16 + g;  // rows row0, row0 + 8 (within batch)
-    const int64_t col0 = (int64_t)tile * BN + 2 * q4;
-    float y[8][4];
-    bool flag[4] = {false, false, false, false};
-    int slot[4] = {0, 0, 0, 0};
-    float thr[2] = {0.f, 0.f}, chkv[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
-    if (active) {
+    if (blk.active) {
+      float v[NREG];
+      const float* src = part + (size_t)((mtw / MT) * WK * MT + mtw % MT) * NREG * 32 + lane;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t n = col0 + 8 * j + e;
-          const float bv = PROTECT ? sm.bias[8 * j + 2 * q4 + e] : (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
-          y[j][e] = v[4 * j + e] + bv;
-          y[j][2 + e] = v[4 * j + 2 + e] + bv;
-          if constexpr (PROTECT) { chkv[e] += bv; chkv[2 + e] += bv; }
-        }
-      if constexpr (PROTECT) {
-        for (int qi = 0; qi < args.n_inj; ++qi) {  // output-stage faults (final fp32 values)
-          const Injection& inj = args.inj[qi];
-          if (inj.step != -1) continue;
-          const int64_t ib = inj.row / M, im = inj.row % M;
-          if (ib != b || inj.col / BN != tile) continue;
-          const int lc = inj.col % BN;
-          const int h = im == row0 ? 0 : (im == row0 + 8 ? 1 : -1);
-          if (h < 0 || (lc % 8) / 2 != q4) continue;
-          const int ij = lc / 8, ie = 2 * h + (lc % 2);
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (j == ij && e == ie) y[j][e] = inject_one(y[j][e], inj, args.inj_log);
-        }
-        // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
-        const float* bst = sm.wst;
-        const float bias_term = args.e * sm.bias_max * 8.f;
-        bool valid[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
-          const float mu = sx / (float)K;
-          const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
-          thr[h] = vabft_threshold(mu, var, 8.f, bst, args.e, args.c_sigma) + bias_term;
-          const bool in_range = row0 + 8 * h < M;
-          valid[h] = in_range && isfinite(sx) && sm.wfin;
-          if (in_range && !valid[h] && q4 == 0) atomicAdd(&sm.ninvalid, 1);
-        }
-#pragma unroll
-        for (int ge = 0; ge < 4; ++ge) {  // ge = 2*h + e: row half h, group 2*q4 + e
-          float s = 0.f;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) s += y[j][ge];
-          chkv[ge] += v[32 + ge];
-          d1[ge] = s - chkv[ge];
-          if (args.dbg && row0 + 8 * (ge / 2) < M) {  // (sum, check, threshold) per group
-            const int64_t gi = ((int64_t)b * M + row0 + 8 * (ge / 2)) * (cdiv(N, BN) * 8) + tile * 8 + 2 * q4 + ge % 2;
-            args.dbg[3 * gi] = s; args.dbg[3 * gi + 1] = chkv[ge];
-            args.dbg[3 * gi + 2] = valid[ge / 2] ? thr[ge / 2] : -1.0;
-          }
-          if (valid[ge / 2] && exceeds(d1[ge], thr[ge / 2])) {
-            atomicAdd(&sm.ndet, 1);
-            if (args.policy == kCorrect || args.policy == kRecompute) {
-              const int fi = atomicAdd(&sm.nflag, 1);
-              if (fi < MAX_FLAG) {
-                flag[ge] = true; slot[ge] = fi;
-                sm.frow[fi] = (int)(row0 + 8 * (ge / 2));
-                sm.fgrp[fi] = 2 * q4 + (ge % 2);
-              } else {
-                atomicAdd(&sm.nunc, 1);
-              }
-            }
-          }
-        }
-      }
+      for (int r = 0; r < NREG; ++r) v[r] = src[r * 32];
+      check_block<T, PROTECT, PROTECT>(blk, v, sm.cs, args, tile, b, q4);
     }
     if constexpr (PROTECT) {
       __syncthreads();
-      const int nflag = min(sm.nflag, MAX_FLAG);
-      if (nflag > 0) {  // rare: recompute each flagged group's 8 elements, one warp per dot
-        const T* W = static_cast<const T*>(args.w) + b * args.w_bstride;
-        const T* X = static_cast<const T*>(args.x) + b * args.x_bstride;
-        for (int d = warp; d < nflag * 8; d += THREADS / 32) {
-          const int fi = d / 8, l = d % 8;
-          const int64_t n = (int64_t)tile * BN + sm.fgrp[fi] + 8 * l;
-          float t = 0.f;
-          if (n < N) {
-            t = warp_dot(X + sm.frow[fi] * args.x_rstride, W + n * args.w_rstride, K, lane);
-            if (bias) t += Elem<T>::to_f(bias[n]);
-          }
-          if (lane == 0) sm.t[fi][l] = t;
-        }
+      const int nflag = min(sm.cs.nflag, MAX_FLAG);
+      if (nflag > 0) {
+        recompute_flagged<T>(sm.cs, args, nflag, tile, b, warp, THREADS / 32, lane);
         __syncthreads();
-        if (active) {
-#pragma unroll
-          for (int ge = 0; ge < 4; ++ge) {
-            if (!flag[ge]) continue;
-            float t[8];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) t[j] = sm.t[slot[ge]][j];
-            // Locate: weighted over plain residual with the checks c1 = sum t_l, c2 = sum (l+1) t_l
-            // (terms scaled by 1/8 so a huge faulty value cannot overflow), or the only non-finite
-            // element.
-            int p = -1;
-            bool finite = true;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) finite = finite && isfinite(y[j][ge]);
-            if (finite) {
-              float r1 = 0.f, r2 = 0.f;
-#pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                const float dj = y[j][ge] * 0.125f - t[j] * 0.125f;
-                r1 += dj;
-                r2 += (float)(j + 1) * dj;
-              }
-              const float ratio = r2 / r1, near = rintf(ratio);
-              if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= 8.f) p = (int)near - 1;
-            } else {
-              int cnt = 0;
-#pragma unroll
-              for (int j = 0; j < 8; ++j)
-                if (!isfinite(y[j][ge])) { ++cnt; p = j; }
-              if (cnt != 1) p = -1;
-            }
-            bool ok = false;
-            if (p >= 0) {
-              float s = 0.f;
-#pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                if (j == p) y[j][ge] = t[j];
-                s += y[j][ge];
-              }
-              ok = !exceeds(s - chkv[ge], thr[ge / 2]);
-            }
-            if (ok) {
-              atomicAdd(&sm.ncorr, 1);
-            } else {
-              atomicAdd(&sm.nunc, 1);
-              if (args.policy == kRecompute) {
-#pragma unroll
-                for (int j = 0; j < 8; ++j) y[j][ge] = t[j];
-              }
-            }
-          }
-        }
+        if (blk.active) fix_block(blk, sm.cs, args);
       }
     }
-    // ------------------------------------------------------------- store
-    if (active) {
-      T* yb = static_cast<T*>(args.y) + (int64_t)b * M * N;
-      const bool pairs = (N % 2) == 0;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = row0 + 8 * h;
-        if (m >= M) continue;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const int64_t n = col0 + 8 * j;
-          if (pairs && n + 1 < N) {
-            *reinterpret_cast<uint32_t*>(yb + m * N + n) = Elem<T>::pack(y[j][2 * h], y[j][2 * h + 1]);
-          } else {
-            if (n < N) yb[m * N + n] = Elem<T>::from_f(y[j][2 * h]);
-            if (n + 1 < N) yb[m * N + n + 1] = Elem<T>::from_f(y[j][2 * h + 1]);
-          }
-        }
-      }
-    }
+    if (blk.active) store_block<T>(blk, args, b);
   }  // rounds
   if constexpr (PROTECT) {
     __syncthreads();
-    if (tid == 0) {
-      add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
-      if (tile == 0) {  // the first N tile of each M-block reports its rows' inputs
-        count_nonfinite_once(args, sm.ninvalid || !sm.wfin, (int)(gridDim.y * gridDim.z),
-                             static_cast<unsigned long long*>(args.ws));  // the workspace's 8 bytes
-      }
-    }
+    if (tid == 0) report(sm.cs, args, tile, (int)(gridDim.y * gridDim.z));
   }
 }
 
@@ -511,21 +243,9 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   auto kern = gemm_thread_kernel<T, MT, NBOX, PROTECT>;
   const size_t smem = smem_bytes<MT, NBOX>(a->stages, a->wm);
   if (cudaError_t e = sm90::allow_smem<gemm_thread_kernel<T, MT, NBOX, PROTECT>>(smem, true)) return e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
-                     (unsigned)a->batch);
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = reinterpret_cast<cudaStream_t>(a->stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = a->split;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = a->split > 1 ? 1 : 0;  // a lone CTA is its own (implicit) cluster: no cluster launch
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, tw, tx, *a);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
+                  (unsigned)a->batch);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, tw, tx, *a);
 }
 
 template <typename T, int NBOX>

@@ -1,4 +1,5 @@
-"""CUDA kernels (csrc/gemm) for ``ftcompile::linear_global`` and ``ftcompile::linear_thread``.
+"""CUDA kernels (csrc/gemm) for ``ftcompile::linear_global`` and ``ftcompile::linear_thread``
+(two kernels: a TMA-ring one for up to 128 rows per CTA, a streaming one for M <= 16).
 
 Hopper (sm_90) only, bf16 and fp16; anything else runs the reference algorithm, and
 :func:`fallback_reason` says why. The kernels are built once per process with
@@ -16,8 +17,9 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     other groups of the row were verified independently, so the output is the same.
   * accumulator faults in the global kernel are applied as corrupt(v_t) - v_t with v_t the
     partial sum after k-step t recomputed in fp32 (touching the wgmma accumulators inside the
-    pipelined loop would serialise it); in the thread kernel they hit the register directly
-    (of the CTA whose K slice holds step t).
+    pipelined loop would serialise it); in the thread kernels they hit the register directly
+    (of the CTA whose K slice holds step t; in the streaming kernel, of the warp that adds the
+    first half of step t into its partial sum).
   * global: a CTA corrects at most 32 flagged rows per call (its fix list in shared memory);
     rows past that are counted uncorrectable, with no correction or recomputation.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
@@ -49,6 +51,13 @@ FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
+STREAM_WARPS = 8  # warps of the streaming thread kernel (csrc/gemm/stream_gemm.cu), all across K
+# Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block and W
+# is under STREAM_MAX_W_BYTES: its fixed per-call cost is the lowest, but its register-path loads
+# stream slower than TMA, so large weights go to the ring kernel; measured, NOTES_gemm.md run 13),
+# or "stream" / "ring" to force one.
+THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
+STREAM_MAX_W_BYTES = 32 << 20
 SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
 THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
@@ -106,7 +115,7 @@ def lib():
             if _LIB is None:
                 path = os.environ.get("FTCOMPILE_GEMM_LIB") or build()
                 handle = ctypes.CDLL(path)
-                for fn in ("ft_gemm_global", "ft_gemm_thread"):
+                for fn in ("ft_gemm_global", "ft_gemm_thread", "ft_gemm_stream"):
                     getattr(handle, fn).argtypes = [ctypes.POINTER(_Args)]
                     getattr(handle, fn).restype = ctypes.c_int
                 handle.ft_error_string.restype = ctypes.c_char_p
@@ -335,12 +344,36 @@ def thread_config(m: int, n: int, k: int, wb: int, num_sms: int, nbox: Optional[
     return mtile, wm, split, nbox, stages
 
 
-def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, split: int = 1,
-             wm: int = 1) -> float:
+def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None) -> str:
+    """"stream" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] (see
+    THREAD_KERNEL)."""
+    kind = kernel or THREAD_KERNEL
+    if kind not in ("auto", "stream", "ring"):
+        raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring)")
+    if kind != "auto":
+        return kind
+    return "stream" if m <= 16 and wb * n * k * 2 < STREAM_MAX_W_BYTES else "ring"
+
+
+@functools.lru_cache(maxsize=4096)
+def stream_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
+    """CTAs per cluster sharing K in the streaming kernel: doubled while the CTAs stay at most one
+    per SM and each warp keeps about one 32-wide k chunk (the sweep of run 13: 4096x4096 best at
+    128 CTAs, not 256; 768x768 and 768x3072 best with 48 and 96)."""
+    ctas = math.ceil(n / N_TILE) * math.ceil(m / 16) * wb
+    chunks = math.ceil(k / 32)
+    split = 1
+    while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= STREAM_WARPS // 2:
+        split *= 2
+    return split
+
+
+def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
     """e of the V-ABFT threshold for the kernels: the calibrated e_max (gemm._e), raised to cover
-    the biased tensor-core accumulation of the longest accumulator chain (see TC_COEF)."""
+    the biased tensor-core accumulation of the longest accumulator chain (see TC_COEF); K is
+    split into `chains` accumulators (warps x CTAs) in the thread kernels."""
     table = gemm._e(x, STRIDE if thread else n, k, safety)
-    steps = k / (16 * (NCW // wm) * split) if thread else k / 16
+    steps = k / (16 * chains)
     return max(table, TC_COEF * max(steps, 1.0) * 2.0 ** -24 * safety)
 
 
@@ -349,14 +382,16 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         split: Optional[int] = None, mtile: Optional[int] = None, nbox: Optional[int] = None,
         stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
-        cluster: Optional[int] = None) -> torch.Tensor:
+        cluster: Optional[int] = None, kernel: Optional[str] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
     active FaultSpecs and without the host sync that logging events needs; ``log``: a
     preallocated [MAX_INJ, 2] fp32 buffer for their (before, after) values. ``dbg``: fp64 buffer
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
-    [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs."""
+    [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
+    thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
+    kernel, split alone the streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -410,10 +445,17 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if dbg is not None:
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
-    if thread:
+    stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
+    if stream:
+        a.mtile, a.wm, a.nbox, a.stages = 1, 1, 1, 2
+        a.split = split or stream_split(m, n, k, wb, a.num_sms)
+        chains = STREAM_WARPS * a.split
+        ws = _workspace("thread", dev, a.stream)
+    elif thread:
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
                                                                  wm, mtile)
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
+        chains = (NCW // a.wm) * a.split
         ws = _workspace("thread", dev, a.stream)
     elif protect:
         ws, a.ws_rows, _ = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
@@ -423,9 +465,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         keep.append(ws)
         a.ws = ws.data_ptr()
     if protect:
-        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, a.split if thread else 1,
-                       a.wm if thread else 1)
-    fn = lib().ft_gemm_thread if thread else lib().ft_gemm_global
+        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, chains if thread else 1)
+    fn = lib().ft_gemm_stream if stream else lib().ft_gemm_thread if thread else lib().ft_gemm_global
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:
         _log_events(plan, log, site.name)

@@ -1,33 +1,42 @@
 #!/usr/bin/env bash
-# Nsight Compute on the global GEMM kernel, protected vs unprotected, one shape (default 4096^3):
-# the sections that say where a kernel's time goes, and the SASS lines with the most stall samples
-# of each kernel (what benchmarks/NOTES_gemm.md reads when protection costs more than predicted).
-# Usage (device tool): bash benchmarks/ncu_global.sh [M N K]   (2 files land in $OUT: ncu_details.txt,
-# ncu_hot.txt; the report and the source CSV stay in /tmp/ncu)
+# Nsight Compute on a GEMM kernel, protected vs unprotected, one shape (default 4096^3): the
+# sections that say where a kernel's time goes, and the SASS lines with the most stall samples of
+# each kernel (what benchmarks/NOTES_gemm.md reads when protection costs more than predicted).
+# Usage (device tool): [SCHEME=global|ring|stream] bash benchmarks/ncu_gemm.sh [M N K]
+#   (SCHEME: the global kernel (default) or one of the thread scheme's two; 2 files land in $OUT:
+#   ncu_details_<scheme>_<shape>.txt, ncu_hot_<scheme>_<shape>.txt; report and CSV stay in /tmp/ncu)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ncu
 M=${1:-4096} N=${2:-4096} K=${3:-4096}
+SCHEME=${SCHEME:-global}
+case $SCHEME in
+  global) op=linear_global kind=None regex=gemm_global ;;
+  ring) op=linear_thread kind='"ring"' regex=gemm_thread ;;
+  stream) op=linear_thread kind='"stream"' regex=gemm_stream ;;
+  *) echo "SCHEME must be global, ring or stream"; exit 2 ;;
+esac
+tag=${SCHEME}_${M}x${N}x${K}
 export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext} MAX_JOBS=16
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ncu/env.log 2>&1
 python3 -c "from ftcompile.ops import cuda_gemm as c; print(c.build())" >> /tmp/ncu/env.log 2>&1
 NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-cat > /tmp/ncu_global_run.py <<EOF
+cat > /tmp/ncu_gemm_run.py <<EOF
 import sys; sys.path.insert(0, "benchmarks")
 import torch
 from bench_gemm import Runner, make_sets
 r = Runner()
 x, w, b = make_sets($M, $N, $K, torch.bfloat16, budget=1)[0]
 for name in ("off", "on", "off", "on"):  # the first two warm up (build, caches, workspace)
-    r.variant(name, "linear_global")(x, w, b)
+    r.variant(name, "$op", kernel=$kind)(x, w, b)
 torch.cuda.synchronize()
 EOF
-"$NCU_BIN" --clock-control none -k regex:gemm_global --launch-skip 2 --launch-count 2 --set full \
-  --import-source no -f -o /tmp/ncu/global python3 /tmp/ncu_global_run.py > /tmp/ncu/run.log 2>&1
-"$NCU_BIN" --import /tmp/ncu/global.ncu-rep --page details > "$OUT/ncu_details.txt" 2>&1
-"$NCU_BIN" --import /tmp/ncu/global.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
-python3 - /tmp/ncu/source.csv > "$OUT/ncu_hot.txt" 2>&1 <<'EOF'
+"$NCU_BIN" --clock-control none -k regex:$regex --launch-skip 2 --launch-count 2 --set full \
+  --import-source no -f -o /tmp/ncu/$tag python3 /tmp/ncu_gemm_run.py > /tmp/ncu/run.log 2>&1
+"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
+"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
+python3 - /tmp/ncu/source.csv > "$OUT/ncu_hot_$tag.txt" 2>&1 <<'EOF'
 # Per kernel in the source page's CSV: the SASS lines with the most warp stall samples (with
 # their top stall reasons and execution counts), then samples by 8 KB address window.
 import collections, csv, io, sys
@@ -53,6 +62,6 @@ for i, b in enumerate(t for t in text.split('"Address"') if t.strip()):
         win[(int(r["Address"], 16) - base) // 0x2000] += num(r[key])
     print("   by 8 KB window: " + ", ".join(f"{w * 0x2000:x}:{v:.0f}" for w, v in sorted(win.items()) if v >= 50))
 EOF
-grep -E "gemm_global|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Local Memory" "$OUT/ncu_details.txt" | head -40
-cat "$OUT/ncu_hot.txt" | head -60
+grep -E "gemm_|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Local Memory" "$OUT/ncu_details_$tag.txt" | head -40
+head -${HOT_LINES:-60} "$OUT/ncu_hot_$tag.txt"
 tail -3 /tmp/ncu/run.log

@@ -1,0 +1,213 @@
+// One-sided thread-level ABFT linear y = x W^T + b for small M (decode): W streamed from global
+// memory straight into the registers the MMAs read, no shared-memory ring, no producer warp.
+//
+// CTA = 8 warps on one 64-column tile (8 n8 blocks) of one m16 block of x rows; K is split over
+// the warps (32-wide k chunks, interleaved: neighbouring warps read neighbouring bytes of each
+// row) and over a cluster of `split` CTAs. A lane loads 16 bytes per n8 block and chunk:
+// W[8j + g][k + 8c .. k + 8c + 7] (g = lane / 4, c = lane % 4), and x rows g, g + 8 at the same
+// k. The dot product does not care in which order k is summed, so those 8 contiguous elements
+// serve as the B (and A) fragments of two m16n8k16 MMAs under one permutation of k: logical
+// k {2c, 2c+1, 2c+8, 2c+9} of MMA s are physical 8c + 4s + {0, 1, 2, 3}. The thread then holds,
+// for j = 0..7, W[8j + g] fragments: the strided checksum and the checks are those of
+// thread_abft.cuh, computed from registers, with no extra global traffic.
+//
+// End of a CTA: each warp's partials go to shared memory and are combined (fixed order); the
+// other CTAs of a cluster push theirs into the leader's shared memory with st.async, which
+// completes bytes on the leader's mbarrier, and exit (one one-way signal, no cluster-wide wait).
+// Warp 0 of the leader verifies, the whole CTA recomputes flagged groups (rare), warp 0 stores.
+#include "ft_common.cuh"
+#include "ft_host.cuh"
+#include "thread_abft.cuh"
+
+namespace ftg {
+namespace stream {
+using namespace tabft;
+
+// 8 warps and two CTAs per SM (<= 128 registers): 16 warps of loads in flight per SM.
+constexpr int NW = 8, THREADS = 32 * NW, KQ = 32, MAX_SPLIT = 8;
+constexpr int PART = NREG * 32;  // floats of one partial (slot-major, lane-minor)
+
+struct Ctrl {
+  uint64_t pushed;  // leader: the other CTAs' partials have landed (transaction bytes)
+  CheckSmem cs;
+};
+__host__ __device__ constexpr size_t part_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
+size_t smem_bytes(int split) { return part_offset() + (size_t)(NW + split - 1) * PART * 4; }
+
+// Streamed once: no L1 allocation; 256-byte L2 prefetch (the neighbouring warps' bytes of the row).
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
+}
+__device__ __forceinline__ float4 combine4(int r, float4 v, float4 u) {
+  return make_float4(combine(r, v.x, u.x), combine(r, v.y, u.y), combine(r, v.z, u.z), combine(r, v.w, u.w));
+}
+// 16 bytes into the shared memory of another CTA of the cluster, completing on its mbarrier.
+__device__ __forceinline__ void push16(uint32_t local_addr, uint32_t local_bar, uint32_t rank, float4 v) {
+  uint32_t addr, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"(local_addr), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(local_bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+               : "memory");
+}
+
+template <typename T, bool PROTECT, bool INJECT>
+__global__ void __launch_bounds__(THREADS, 2) gemm_stream_kernel(const __grid_constant__ Args args) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
+  float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][PART]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int S = args.split;
+  const int rank = S > 1 ? (int)cluster_rank() : 0;
+  const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;
+  const int64_t M = args.M, N = args.N, K = args.K;
+  const int nq = cdiv(K, KQ);  // 32-wide chunks; the cluster splits them evenly
+  const int q_begin = (int)((int64_t)rank * nq / S), q_end = (int)((int64_t)(rank + 1) * nq / S);
+
+  if (tid == 0) {
+    reset_outcomes(ctl.cs);
+    if (rank == 0 && S > 1) {
+      mbar_init(&ctl.pushed, 1);
+      fence_barrier_init();
+      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * PART * 4));
+    }
+    if (PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
+  }
+  if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
+  if (S > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");  // leader's mbarrier is set
+
+  // ------------------------------------------------------------- stream W, MMAs in registers
+  const T* Wg = static_cast<const T*>(args.w) + b * args.w_bstride + ((int64_t)tile * BN + g) * args.w_rstride;
+  const T* Xg = static_cast<const T*>(args.x) + b * args.x_bstride + ((int64_t)mb * 16 + g) * args.x_rstride;
+  const bool xa_ok = (int64_t)mb * 16 + g < M, xb_ok = (int64_t)mb * 16 + g + 8 < M;
+  bool w_ok[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) w_ok[j] = (int64_t)tile * BN + 8 * j + g < N;
+  const int64_t w8 = 8 * args.w_rstride, x8 = 8 * args.x_rstride;
+
+  Frag<1> f;
+  f.zero();
+  f.template reset_extrema<T>();
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  // One chunk's loads per warp in flight (4 KB; loading two before use spilled at 128 registers
+  // and measured slower: NOTES_gemm.md, run 13c).
+  for (int q = q_begin + warp; q < q_end; q += NW) {
+    const int64_t k = (int64_t)q * KQ + 8 * c;
+    const bool k_ok = k < K;  // K % 8 == 0: a 16-byte vector is all in or all out
+    uint4 wv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wv[j] = k_ok && w_ok[j] ? ld_stream(Wg + j * w8 + k) : zero;
+    const uint4 xa = k_ok && xa_ok ? __ldg(reinterpret_cast<const uint4*>(Xg + k)) : zero;
+    const uint4 xb = k_ok && xb_ok ? __ldg(reinterpret_cast<const uint4*>(Xg + x8 + k)) : zero;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const uint32_t a[1][4] = {{word(xa, 2 * s), word(xb, 2 * s), word(xa, 2 * s + 1), word(xb, 2 * s + 1)}};
+      uint32_t bf[8][2];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) { bf[j][0] = word(wv[j], 2 * s); bf[j][1] = word(wv[j], 2 * s + 1); }
+      mma_step<T, 1, PROTECT>(f, a, bf);
+    }
+    if constexpr (INJECT) {  // accumulator faults "after k-step t" (64-wide): the chunk 2t's warp
+      for (int i = 0; i < args.n_inj; ++i) {
+        const Injection& inj = args.inj[i];
+        if (inj.step < 0 || 2 * inj.step != q) continue;
+        const int64_t ib = inj.row / M, im = inj.row % M;
+        if (ib != b || im / 16 != mb || inj.col / BN != tile) continue;
+        const int lr = (int)(im % 16), lc = inj.col % BN;
+        if (lane == owner_lane(lr, lc)) inject_acc<1>(f, lr, lc, inj, args.inj_log);
+      }
+    }
+  }
+
+  // ------------------------------------------------------------- combine: warps, then the cluster
+  write_partial<T, 1>(f, 0, part + warp * PART + lane);
+  __syncthreads();
+  if (S > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  float4* p4 = reinterpret_cast<float4*>(part);
+  for (int e = tid; e < PART / 4; e += THREADS) {
+    const int r = 4 * e / 32;
+    float4 v = p4[e];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) v = combine4(r, v, p4[w * PART / 4 + e]);
+    if (rank == 0) p4[e] = v;
+    else push16(smem_u32(p4 + (NW + rank - 1) * PART / 4 + e), smem_u32(&ctl.pushed), 0, v);
+  }
+  if (rank != 0) return;
+  if (S > 1) {  // add the pushed partials, in rank order (deterministic)
+    mbar_wait(&ctl.pushed, 0);
+    __syncthreads();  // this CTA's combined partial is complete too
+    for (int e = tid; e < PART / 4; e += THREADS) {
+      const int r = 4 * e / 32;
+      float4 v = p4[e];
+      for (int s = 1; s < S; ++s) v = combine4(r, v, p4[(NW + s - 1) * PART / 4 + e]);
+      p4[e] = v;
+    }
+  }
+  __syncthreads();
+
+  // ------------------------------------------------------------- leader: verify, correct, store
+  Block blk;
+  blk.active = warp == 0;
+  blk.row0 = (int64_t)mb * 16 + g;
+  blk.col0 = (int64_t)tile * BN + 2 * c;
+  if (warp == 0) {
+    float v[NREG];
+#pragma unroll
+    for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
+    check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
+  }
+  if constexpr (PROTECT) {
+    __syncthreads();
+    const int nflag = min(ctl.cs.nflag, MAX_FLAG);
+    if (nflag > 0) {
+      recompute_flagged<T>(ctl.cs, args, nflag, tile, b, warp, NW, lane);
+      __syncthreads();
+      if (warp == 0) fix_block(blk, ctl.cs, args);
+    }
+  }
+  if (warp != 0) return;
+  store_block<T>(blk, args, b);
+  if constexpr (PROTECT) {
+    __syncwarp();
+    if (lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
+  }
+}
+
+template <typename T, bool PROTECT, bool INJECT>
+int launch(const Args* a) {
+  auto kern = gemm_stream_kernel<T, PROTECT, INJECT>;
+  const size_t smem = smem_bytes(a->split);
+  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT>>(smem_bytes(MAX_SPLIT), true)) return e;
+  const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, *a);
+}
+
+template <typename T>
+int dispatch(const Args* a) {
+  if (!a->protect) return launch<T, false, false>(a);
+  return a->n_inj > 0 ? launch<T, true, true>(a) : launch<T, true, false>(a);
+}
+
+}  // namespace stream
+}  // namespace ftg
+
+// The streaming thread-scheme kernel: any M (one CTA row per 16 rows of x: it is meant for
+// M <= 16, where W is read once); 16-byte aligned x and W rows (K and the row strides % 8 == 0).
+extern "C" int ft_gemm_stream(const ftg::Args* a) {
+  using namespace ftg;
+  const int s = a->split;
+  if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (s != 1 && s != 2 && s != 4 && s != 8) ||
+      a->x_rstride % 8 || a->w_rstride % 8 || a->x_bstride % 8 || a->w_bstride % 8 ||
+      reinterpret_cast<uintptr_t>(a->x) % 16 || reinterpret_cast<uintptr_t>(a->w) % 16)
+    return FTG_ERR_ARGS;
+  return a->dtype == 0 ? stream::dispatch<__nv_bfloat16>(a) : stream::dispatch<__half>(a);
+}
