@@ -364,7 +364,7 @@ def main():
                 rows.append({**record((m, n, k), bf16, f"stream_on_k{sp}", ms, copy)})
                 if best is None or ms < best[0]:
                     best = (ms, "stream", "-", sp, 1)
-        wms = [] if m <= 16 else [1, 2, 4] if m <= 64 else [2, 4]
+        wms = [1] if m <= 16 else [1, 2, 4] if m <= 64 else [2, 4]
         for wm in wms:
             for nbox, stages in ((1, 8), (2, 8), (1, 4), (2, 4)):
                 for sp in (1, 2, 3, 4, 8):

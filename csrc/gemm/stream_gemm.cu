@@ -48,15 +48,6 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 __device__ __forceinline__ float4 combine4(int r, float4 v, float4 u) {
   return make_float4(combine(r, v.x, u.x), combine(r, v.y, u.y), combine(r, v.z, u.z), combine(r, v.w, u.w));
 }
-// 16 bytes into the shared memory of another CTA of the cluster, completing on its mbarrier.
-__device__ __forceinline__ void push16(uint32_t local_addr, uint32_t local_bar, uint32_t rank, float4 v) {
-  uint32_t addr, bar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(addr) : "r"(local_addr), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(local_bar), "r"(rank));
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-               : "memory");
-}
 
 template <typename T, bool PROTECT, bool INJECT>
 __global__ void __launch_bounds__(THREADS, 2) gemm_stream_kernel(const __grid_constant__ Args args) {
@@ -83,7 +74,7 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_stream_kernel(const __grid_co
       atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
   if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
-  if (S > 1) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");  // leader's mbarrier is set
+  if (S > 1) cluster_arrive();  // the leader's mbarrier is set
 
   // ------------------------------------------------------------- stream W, MMAs in registers
   const T* Wg = static_cast<const T*>(args.w) + b * args.w_bstride + ((int64_t)tile * BN + g) * args.w_rstride;
@@ -131,15 +122,18 @@ __global__ void __launch_bounds__(THREADS, 2) gemm_stream_kernel(const __grid_co
   // ------------------------------------------------------------- combine: warps, then the cluster
   write_partial<T, 1>(f, 0, part + warp * PART + lane);
   __syncthreads();
-  if (S > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if (S > 1) cluster_wait();
   float4* p4 = reinterpret_cast<float4*>(part);
+  // Non-leaders: this CTA's slot in the leader's shared memory, and the leader's mbarrier.
+  const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * PART / 4), 0) : 0u;
+  const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
   for (int e = tid; e < PART / 4; e += THREADS) {
     const int r = 4 * e / 32;
     float4 v = p4[e];
 #pragma unroll
     for (int w = 1; w < NW; ++w) v = combine4(r, v, p4[w * PART / 4 + e]);
     if (rank == 0) p4[e] = v;
-    else push16(smem_u32(p4 + (NW + rank - 1) * PART / 4 + e), smem_u32(&ctl.pushed), 0, v);
+    else st_async_v4(slot + 16 * e, pushed, v);
   }
   if (rank != 0) return;
   if (S > 1) {  // add the pushed partials, in rank order (deterministic)

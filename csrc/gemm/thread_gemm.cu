@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(THREADS, 2)
   const int S = args.split;
   const int rank = (int)cluster_rank();
   const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;
-  const int64_t M = args.M, N = args.N, K = args.K;
+  const int64_t M = args.M, K = args.K;
   const int nst = cdiv(K, BK * NBOX);  // stages over the whole K; the cluster splits whole stages
   const int s_begin = (int)((int64_t)rank * nst / S), s_end = (int)((int64_t)(rank + 1) * nst / S);
   const int nloc = s_end - s_begin;

@@ -446,8 +446,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
-    if stream:
-        a.mtile, a.wm, a.nbox, a.stages = 1, 1, 1, 2
+    if stream:  # mtile, wm, nbox, stages: the ring kernel's, unread here
         a.split = split or stream_split(m, n, k, wb, a.num_sms)
         chains = STREAM_WARPS * a.split
         ws = _workspace("thread", dev, a.stream)
