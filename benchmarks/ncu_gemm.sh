@@ -36,32 +36,7 @@ EOF
   --import-source no -f -o /tmp/ncu/$tag python3 /tmp/ncu_gemm_run.py > /tmp/ncu/run.log 2>&1
 "$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
 "$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
-python3 - /tmp/ncu/source.csv > "$OUT/ncu_hot_$tag.txt" 2>&1 <<'EOF'
-# Per kernel in the source page's CSV: the SASS lines with the most warp stall samples (with
-# their top stall reasons and execution counts), then samples by 8 KB address window.
-import collections, csv, io, sys
-text = open(sys.argv[1]).read()
-def num(x):
-    try: return float(x)
-    except (TypeError, ValueError): return 0.0
-for i, b in enumerate(t for t in text.split('"Address"') if t.strip()):
-    rows = [r for r in csv.DictReader(io.StringIO('"Address"' + b)) if r.get("Address", "").startswith("0x")]
-    if not rows or "Warp Stall Sampling (All Samples)" not in rows[0]:
-        continue
-    key = "Warp Stall Sampling (All Samples)"
-    stalls = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k]
-    base = int(rows[0]["Address"], 16)
-    total = sum(num(r[key]) for r in rows)
-    print(f"== kernel block {i}: {len(rows)} SASS lines, {total:.0f} samples")
-    for r in sorted(rows, key=lambda r: num(r[key]), reverse=True)[:30]:
-        top = sorted(((num(r[k]), k[6:]) for k in stalls), reverse=True)[:3]
-        print(f"{num(r[key]) / max(total, 1):6.1%} {int(r['Address'], 16) - base:6x} ex={r['Instructions Executed']:>9} "
-              f"{r['Source'][:60]:60s} " + " ".join(f"{k}:{v:.0f}" for v, k in top if v))
-    win = collections.defaultdict(float)
-    for r in rows:
-        win[(int(r["Address"], 16) - base) // 0x2000] += num(r[key])
-    print("   by 8 KB window: " + ", ".join(f"{w * 0x2000:x}:{v:.0f}" for w, v in sorted(win.items()) if v >= 50))
-EOF
+python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv > "$OUT/ncu_hot_$tag.txt" 2>&1
 grep -E "gemm_|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Local Memory" "$OUT/ncu_details_$tag.txt" | head -40
 head -${HOT_LINES:-60} "$OUT/ncu_hot_$tag.txt"
 tail -3 /tmp/ncu/run.log

@@ -100,7 +100,13 @@ __device__ __forceinline__ float corrupt(float v, const InjRec& r) {
   return corrupt_value(v, r.mode == 0, r.mode - 1, r.bit, r.value);
 }
 
-__device__ __forceinline__ void atomic_max_pos(float* addr, float v) {
+// Diagnostics (residual / threshold of a check): out of line, so that the hot loops carry a call
+// instead of a division and an atomic (code that never runs in production still costs registers).
+// Records max(num / den, num2 / den2) (fmaxf: a 0/0 of a row without threshold drops out when the
+// other ratio is a number; with one ratio, the default -1 keeps a NaN a NaN).
+static __device__ __noinline__ void dbg_ratio_max(float* addr, float num, float den, float num2 = -1.f,
+                                                  float den2 = 1.f) {
+  float v = fmaxf(num / den, num2 / den2);
   // Non-negative floats order like their bit patterns; NaN ratios are recorded as +inf.
   if (!(v >= 0.f)) v = __int_as_float(0x7f800000);
   atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));

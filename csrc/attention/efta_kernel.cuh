@@ -31,7 +31,8 @@
 #include "sm90_host.cuh"
 
 // Measurement only (benchmarks/bench_attention.py --ablate): remove protection steps one by one to
-// see what each costs. 1: no alarm confirmation (slow path); 2: + no injection hooks; 3: + no
+// see what each costs. 1: no alarm confirmation (slow path; in the wgmma kernel also the per-tile
+// warpgroup vote); 2: + no injection hooks; 3: + no
 // per-element checks; 4: + no checksum MMAs or final checks. Detection is broken for any level > 0.
 #ifndef EFTA_ABLATE
 #define EFTA_ABLATE 0
@@ -270,19 +271,18 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
   float lm[2 * MT];
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
-    lm[rr] = -INFINITY;
     to.gs[rr] = 0.f;
     to.gx[rr] = 0.f;
   }
+  if constexpr (kMasked) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = 2 * mt + (e >> 1);
-        float x = s[mt][nt][e];
-        if constexpr (kMasked) {
+        for (int e = 0; e < 4; ++e) {
+          const int rr = 2 * mt + (e >> 1);
+          float x = s[mt][nt][e];
           if constexpr (kProtect && kAbl < 3) to.gs[rr] += x;  // raw scores: the GEMM-I residual
           const int row = cx.wrow0 + 16 * mt + 8 * (e >> 1) + rq;
           const int key = cx.j0 + 8 * nt + 2 * tq + (e & 1);
@@ -292,11 +292,23 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
             bias = __ldg(cx.mask + row * cx.m_sq + key * cx.m_sk);
             live = bias != -INFINITY;
           }
-          x = live ? fmaf(x, cx.scale, bias) : -INFINITY;
-          s[mt][nt][e] = x;
+          s[mt][nt][e] = live ? fmaf(x, cx.scale, bias) : -INFINITY;
         }
-        lm[rr] = fmaxf(lm[rr], x);
-      }
+  }
+  // The lane's row maxima as trees (depth 4, not a chain of 16: the max is on the critical path
+  // between the S wgmma and the exponentials).
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    const int mt = rr >> 1, hh = rr & 1;
+    float v[8];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) v[nt] = fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]);
+#pragma unroll
+    for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+      for (int i = 0; i < w; ++i) v[i] = fmaxf(v[i], v[i + w]);
+    lm[rr] = v[0];
+  }
   if constexpr (!kMasked) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) lm[rr] *= cx.scale;  // scale > 0 commutes with max
@@ -324,19 +336,6 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
             }
           }
       });
-    // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
-    uint32_t bits = kAbl < 3 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) {
-      if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
-      if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
-    }
-    if (kAbl < 3) {
-      bits |= __shfl_xor_sync(kFull, bits, 1);
-      bits |= __shfl_xor_sync(kFull, bits, 2);
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) to.rowbad[rr] = ((bits >> rr) & 1u) || !((bits >> (rr + 4)) & 1u);
   }
 
   float mx[2 * MT], mu[2 * MT];
@@ -386,6 +385,23 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
       to.pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
       to.pa[mt][kk][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
     }
+  if constexpr (kProtect) {
+    // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
+    // Taken after the exponentials, whose inputs it does not gate (its shuffles stay off the
+    // S -> max -> exp path); the tile's vote reads it.
+    uint32_t bits = kAbl < 3 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) {
+      if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
+      if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
+    }
+    if (kAbl < 3) {
+      bits |= __shfl_xor_sync(kFull, bits, 1);
+      bits |= __shfl_xor_sync(kFull, bits, 2);
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) to.rowbad[rr] = ((bits >> rr) & 1u) || !((bits >> (rr + 4)) & 1u);
+  }
 }
 
 // The unified check of GEMM-I + max + EXP for one tile (Algorithm 1, line 13), from the fp32 P left
@@ -435,14 +451,14 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas - to.gx[rr]);
         const float te = 0x1p-19f * (16.f + fabsf(to.gx[rr]));
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
-        if (cx.dbg != nullptr) atomic_max_pos(cx.dbg + 1, fmaxf(dg / tol_g, de / te));
+        if (cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
         const float a = cx.scale_log2 * scraw, b = 16.f * mx;
         const float d = fabsf(meas - (a - b));
         const float tol = cx.scale_log2 * tol_g + 0x1p-20f * (16.f + fabsf(a) + fabsf(b));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
         to.grpbad[rr] = !(d <= tol) || !(tol < 0x1p100f);
-        if (cx.dbg != nullptr) atomic_max_pos(cx.dbg, d / tol);
+        if (cx.dbg != nullptr) dbg_ratio_max(cx.dbg, d, tol);
       }
     }
   }
@@ -680,7 +696,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
                         fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
       if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
-        atomic_max_pos(p.dbg + 3, fabsf(st.l[rr] - lm) / (p.tol_agree * lm));
+        dbg_ratio_max(p.dbg + 3, fabsf(st.l[rr] - lm), p.tol_agree * lm);
       if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
         const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
         if (first && tq == 0) {
@@ -719,7 +735,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const int row = row0 + 16 * mt + 8 * hh + rq;
       const float ratio = fabsf(s1 - c1[rr] * inv[rr]) / thr;
       const bool bad = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
-      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) atomic_max_pos(p.dbg + 2, ratio);
+      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) dbg_ratio_max(p.dbg + 2, ratio, 1.f);
       if (bad && first) {
         if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
         if (fix) redo[rr] = true, rerun = true;  // counted after the comparison (attempt 2)

@@ -31,7 +31,10 @@ struct Lay {
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
-  static constexpr int kStages = D == 64 ? 3 : 2;
+  // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
+  // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
+  // (d=64: ~107 KB, d=128: ~182 KB).
+  static constexpr int kStages = 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   static constexpr int kKHalf = (kBlockN + (kProtect ? 8 : 0)) * 128;  // K rows, then the K^c rows
   static constexpr int kK = kHalves * kKHalf;
@@ -39,18 +42,21 @@ struct Lay {
   static constexpr int kV = kHalves * kVHalf;
   static constexpr int kVc = kProtect ? 8 * kBlockN * 2 : 0;  // [8 columns][64 keys]
   static constexpr int kStage = kK + kV + kVc;                 // a multiple of 1024 (swizzle atoms)
-  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8;
+  // An alarmed tile's first-pass record waits in shared memory for its recomputation (registers
+  // held across the loop for a path that never runs in production made ptxas spill at d=64).
+  static constexpr int kAlarmRecs = kProtect ? kCons * 128 : 0;
+  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
   static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
 };
 
-// O += P V and O^c += P V^c of one key tile (P in registers, V N-major, V^c K-major), asynchronous.
+// O += P V and O^c += P V^c of one key tile (P in registers; dv, dvc: the slot's V (N-major) and
+// V^c (K-major) descriptors), asynchronous.
 template <typename T, int D, bool kProtect>
-__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint32_t sv) {
-  using L = Lay<D, kProtect>;
+__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv, uint64_t dvc) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_mn_sw128(sv + kk * 2048, L::kVHalf));
-    if constexpr (kProtect) wgmma_rs<T, 8, 0>(&st.oc[0][0], pa[0][kk], desc_k_sw128(sv + L::kV + kk * 32));
+    wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
+    if constexpr (kProtect) wgmma_rs<T, 8, 0>(&st.oc[0][0], pa[0][kk], desc_add(dvc, kk * 32));
   }
 }
 
@@ -65,38 +71,39 @@ struct Ring {
 // that applies fault injections (first attempt of a warpgroup a fault targets); the other carries none.
 template <typename T, int D, bool kProtect, bool kHooks>
 __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
-                                        int n, int pos0, bool first, bool& nonfinite_in) {
+                                        int n, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1) {
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
   const int64_t tile_base = (int64_t)(cx.b * p.Hk + cx.h / (p.Hq / p.Hk)) * p.n_tiles;
   const uint32_t ring0 = smem_u32(ring.base);
-  auto slot_of = [&](int t) { return (pos0 + t) % S; };
-  auto par_of = [&](int t) { return (uint32_t)(((pos0 + t) / S) & 1); };
+  // Descriptors of slot 0 (per tile: + the slot's offset + the k-step's), built once.
+  const uint64_t dq = desc_k_sw128(sq), dk = desc_k_sw128(ring0), dv = desc_mn_sw128(ring0 + L::kK, L::kVHalf),
+                 dvc = desc_k_sw128(ring0 + L::kK + L::kV);
+  int slot = pos0 % S;  // ring position of tile t: slot and phase parity, advanced with t
+  uint32_t par = (uint32_t)((pos0 / S) & 1);
 
   float acc[L::kN / 2];
   uint32_t pa[1][4][4];  // P of the tile whose PV is next
   bool have_p = false, confirming = false;
-  int p_slot = 0;
-  Alarm1<1> a1;
-  a1.flags = 0u;
+  int p_slot = 0;  // ring position of the tile whose PV is next
+  uint32_t p_par = 0;
+  const float* kn = kProtect ? p.kn + tile_base * 4 + tq : nullptr;  // per tile: sum of ||k|| of the lane's group
 
   for (int t = 0; t < n;) {
-    const int slot = slot_of(t);
-    const uint32_t sk = ring0 + slot * L::kStage;
-    mbar_wait(&ring.kfull[slot], par_of(t));
+    const uint64_t dks = desc_add(dk, slot * L::kStage);
+    mbar_wait(&ring.kfull[slot], par);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, L::kN>(acc, desc_k_sw128(sq + (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
-                         desc_k_sw128(sk + (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
+      wgmma_ss<T, L::kN>(acc, desc_add(dq, (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
+                         desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
     wgmma_commit();
     const bool pv_flight = have_p;
     if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
-      const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
-      mbar_wait(&ring.vfull[p_slot], par_of(t - 1));
+      mbar_wait(&ring.vfull[p_slot], p_par);
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
-      issue_pv<T, D, kProtect>(st, pa, sv);
+      issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage), desc_add(dvc, p_slot * L::kStage));
       wgmma_commit();
       have_p = false;
       wgmma_wait<1>();
@@ -118,7 +125,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 
     cx.t = t;
     cx.j0 = t * kBlockN;
-    cx.A = kProtect ? __ldg(p.kn + (tile_base + t) * 4 + tq) : 0.f;
+    cx.A = kProtect ? __ldg(kn + 4 * t) : 0.f;
     const bool hooks = kHooks && !confirming;
     if constexpr (kProtect) {
       if (confirming) nonfinite_in |= any_nonfinite(s, sc);
@@ -137,13 +144,15 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       check_tile<kProtect, false>(s, sc, st.qn, to, cx);
     }
     bool again = false;
-    if constexpr (kProtect) {
-      const bool bad = named_bar_or(kBarOr + (cx.w >> 2), 128, tile_alarm(to));
+    if constexpr (kProtect && kAbl < 1) {
+      // (__any_sync of a value already equal on every lane: it tells the compiler so, and the loop's
+      // control - and with it the ring slot and the descriptors - stays in uniform registers.)
+      const bool bad = __any_sync(kFull, named_bar_or(kBarOr + (cx.w >> 2), 128, tile_alarm(to)));
       if (confirming) {
-        alarm_outcome(a1, to, lane, p.policy, first, p.counters, p.alarms);
+        alarm_outcome(*a1, to, lane, p.policy, first, p.counters, p.alarms);
         confirming = false;
       } else if (bad) {
-        a1 = alarm_record(to);
+        *a1 = alarm_record(to);
         confirming = again = true;
       }
     }
@@ -166,13 +175,17 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       for (int i = 0; i < 4; ++i) pa[0][kk][i] = to.pa[0][kk][i];
     have_p = true;
     p_slot = slot;
+    p_par = par;
+    if (++slot == S) {
+      slot = 0;
+      par ^= 1u;
+    }
     ++t;
   }
   if (have_p) {
-    const uint32_t sv = ring0 + p_slot * L::kStage + L::kK;
-    mbar_wait(&ring.vfull[p_slot], par_of(n - 1));
+    mbar_wait(&ring.vfull[p_slot], p_par);
     wgmma_fence();
-    issue_pv<T, D, kProtect>(st, pa, sv);
+    issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage), desc_add(dvc, p_slot * L::kStage));
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence<D / 2>(&st.o[0][0][0]);
@@ -197,12 +210,15 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   Ring ring;
   ring.base = base + L::kQ;
   uint64_t* bars = reinterpret_cast<uint64_t*>(ring.base + S * L::kStage);
+  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(ring.base + S * L::kStage + 64 * 8);  // one per consumer thread
   uint64_t* qfull = bars;
   ring.kfull = bars + 1;
   ring.vfull = ring.kfull + S;
   ring.empty = ring.vfull + S;
 
-  const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31, w = tid >> 5;
+  // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform, and keeps
+  // what derives from it (shared-memory addresses, wgmma descriptors) in uniform registers.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), lane = tid & 31, w = tid >> 5;
   constexpr int kBM = L::kBM, kCons = L::kCons;
   const int nqb = (p.Sq + kBM - 1) / kBM;
   const int qb = p.causal ? nqb - 1 - (int)blockIdx.x : (int)blockIdx.x;  // heavy causal blocks first
@@ -260,7 +276,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       }
       __syncwarp();
       if constexpr (!kProtect) break;
-      if (!first || !__syncthreads_or(0)) break;  // the consumers decide about a second attempt
+      if (!first || !__shfl_sync(kFull, __syncthreads_or(0), 0)) break;  // the consumers decide
     }
     if constexpr (kProtect) report_call(p, false);
     return;
@@ -304,10 +320,11 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       }
     }
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
+    Alarm1<1>* a1 = kProtect ? alarm_recs + (tid - 128) : nullptr;
     if (kProtect && first && injected)
-      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1);
     else
-      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in);
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
     for (int t = n; t < n_cta; ++t) {
       const int slot = (pos0 + t) % S;
@@ -322,7 +339,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       if constexpr (!kProtect) break;
     // A second pass of the whole block (no injection, no counts): the correction of a failed final
     // check, and policy "recompute" after an uncorrectable fault.
-    if (!first || !__syncthreads_or(rerun)) break;
+    // (the vote through a shuffle: the compiler cannot tell that __syncthreads_or answers every
+    // thread alike, and without it treats the attempt loop as divergent: the consumer loop's
+    // descriptors then left the uniform registers, ~50 more instructions per tile: NOTES_attention.md B5.)
+    if (!first || !__shfl_sync(kFull, __syncthreads_or(rerun), 0)) break;
   }
   if constexpr (kProtect) report_call(p, nonfinite_in);
 }

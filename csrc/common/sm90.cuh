@@ -176,6 +176,12 @@ __device__ __forceinline__ uint64_t desc_k_sw128(uint32_t saddr) {
   d |= (uint64_t)1 << 62;            // 128-byte swizzle
   return d;
 }
+// A descriptor moved by `bytes` (a multiple of 16): the start address is the low 14-bit field
+// (address >> 4) and shared memory ends below 256 KB, so the add never carries into the other fields.
+// One integer add on the low word, where building a descriptor from an address takes five.
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (bytes >> 4));
+}
 // N-major (MN-major) B: rows are K, 64 N-elements per 128-byte row; 64-column blocks `lbo` bytes
 // apart, 8-row K groups 1024 B apart; a k16 step adds 2048 B (16 rows).
 __device__ __forceinline__ uint64_t desc_mn_sw128(uint32_t saddr, uint32_t lbo) {

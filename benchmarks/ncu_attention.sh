@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Nsight Compute on the attention kernel, unprotected then protected, one configuration of
+# bench_attention.py (default "16x64 s4096"): the sections that say where the time goes and the
+# SASS lines with the most stall samples (benchmarks/ncu_hot.py). What NOTES_attention.md reads
+# when protection costs more than predicted.
+# Usage (device tool): [KERNEL=wgmma|mma] bash benchmarks/ncu_attention.sh ["16x64 s4096"]
+#   3 files land in $OUT: ncu_details_attn_<cfg>.txt, ncu_hot_attn_<cfg>.txt, ncu_source_attn_<cfg>.csv.gz
+#   (the per-line SASS counts and samples, for reading offline)
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/ftcompile_out}
+mkdir -p "$OUT" /tmp/ncu
+CFG=${1:-16x64 s4096}
+tag=attn_$(echo "$CFG" | tr -c 'A-Za-z0-9\n' '_')
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext} MAX_JOBS=16 FTCOMPILE_ATTN_KERNEL=${KERNEL:-auto}
+python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ncu/env.log 2>&1
+python3 -c "import ftcompile.ops.cuda_attention as ca; ca.library()" >> /tmp/ncu/env.log 2>&1
+NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+"$NCU_BIN" --clock-control none -k regex:attn_fwd_ --launch-count 2 --set full --import-source no -f \
+  -o /tmp/ncu/$tag python3 benchmarks/bench_attention.py --profile "$CFG" > /tmp/ncu/run.log 2>&1
+"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
+"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
+python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv 40 > "$OUT/ncu_hot_$tag.txt" 2>&1
+grep -E "attn_fwd_|Duration|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Local Memory|Compute \(SM\) Throughput" \
+  "$OUT/ncu_details_$tag.txt" | head -30
+grep -E "^== |stalls:|executed warp" "$OUT/ncu_hot_$tag.txt"
+gzip -c /tmp/ncu/source.csv > "$OUT/ncu_source_$tag.csv.gz"
+tail -3 /tmp/ncu/run.log
