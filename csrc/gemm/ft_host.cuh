@@ -21,8 +21,9 @@ inline bool make_tmap(CUtensorMap* map, const void* ptr, int64_t batch, int64_t 
 
 __host__ __device__ inline int cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
-// Launch of a thread-scheme grid whose x dimension holds clusters of `split` CTAs sharing K (a
-// lone CTA is its own implicit cluster: no cluster attribute then).
+// Launch of a grid whose x dimension holds clusters of `split` CTAs (the thread scheme's K split,
+// the global scheme's multicast pairs); a lone CTA is its own implicit cluster: no cluster attribute
+// then (the kernels use cluster instructions only where split > 1).
 template <typename... Params, typename... Args>
 int launch_split(void (*kern)(Params...), dim3 grid, int threads, size_t smem, int64_t stream, int split,
                  Args&&... args) {
