@@ -273,6 +273,47 @@ def test_random_faults_detected_and_corrected(d, kern, fault, monkeypatch):
     assert checked >= 9, checked  # at least half of the 6 x 3 passes were real faults, checked
 
 
+def _underflowing_group_share(q, k, scale):
+    """Share of (row, lane group, key tile) groups whose fast product (two chains of 8 P values
+    started at 2^63, flushed to zero) underflows, so that the kernel checks them on the exact path:
+    a chain's exponent arguments (log2 P) summing below -189, or the group's below -252."""
+    s = q.float() @ k.float().transpose(-1, -2) * scale * math.log2(math.e)
+    sk = s.shape[-1] - s.shape[-1] % 64
+    s = s[..., :sk].unflatten(-1, (sk // 64, 64))
+    m = s.amax(-1).cummax(-1).values  # the running max the kernel subtracts at each tile
+    x = (s - m[..., None]).unflatten(-1, (8, 4, 2))  # key = 64 t + 8 nt + 2 g + e; chains: nt even / odd
+    chain = x.unflatten(-3, (4, 2)).sum(dim=(-4, -1))  # [..., t, parity, g]
+    return ((chain < -189).any(-2) | (chain.sum(-2) < -252)).float().mean().item()
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,kern", [(64, "wgmma"), (128, "wgmma"), (64, "mma2")])
+@pytest.mark.parametrize("stage", ["score", "exp"])
+def test_faults_in_groups_whose_product_underflows_are_found_on_the_exact_path(d, kern, stage, monkeypatch):
+    """Peaked rows (q x 6): the plain product of a group's P underflows, so unmasked tiles check
+    those groups through exponent fields and mantissas; faults there are found and corrected too."""
+    _use(kern, monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = _inputs(1, 2, 2, 128, 256, d, torch.float16, gen, q_scale=6.0)
+    assert _underflowing_group_share(q, k, d ** -0.5) > 0.5  # the path under test is the common one
+    checked = 0
+    for seed in range(4):
+        name = f"cuda-underflow-{d}-{kern}-{stage}-{seed}"
+        sid = site(name, "attention")
+        clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+        assert _stats(name)["detected"] == 0
+        with inject(FaultSpec(site=name, stage=stage, seed=seed, value=10.0)) as inj:
+            out = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+        ev = inj.events[0]
+        if abs(ev.after - ev.before) < 1e-3 * (1 + abs(ev.before)):
+            continue
+        checked += 1
+        s = _stats(name)
+        assert s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0, (seed, ev, s)
+        torch.testing.assert_close(out, clean, rtol=2.0 ** -10, atol=1e-5)
+    assert checked >= 3, checked
+
+
 @needs_gpu
 @pytest.mark.parametrize("kern", KERNELS)
 def test_two_faults_in_one_output_row_are_uncorrectable_and_recompute_repairs(kern, monkeypatch):

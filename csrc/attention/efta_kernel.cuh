@@ -11,13 +11,15 @@
 //    lane verifies its own data (no inter-thread communication, the point of strided checksums).
 //  * unified check of GEMM-I + max + EXP (Algorithm 1, line 13), once per tile and group: the product
 //    of the group's P against exp(scale * S^c - 16 m), compared in the log2 domain. The product is
-//    taken as (sum of exponent fields, product of mantissas), exact for every normal P and immune to
-//    underflow, at 3 integer/float ops per element. Tiles with masked keys check GEMM-I (sum of raw
-//    scores) and EXP (sum of clamped exponents) separately.
+//    taken by multiplication (1 op per element) where it cannot underflow, else as (sum of exponent
+//    fields, product of mantissas), exact for every normal P, at 3 ops per element. Tiles with masked
+//    keys check GEMM-I (sum of raw scores) and EXP (sum of clamped exponents) separately.
 //  * rowmax (SNVR): the row max must bound every lane's local max and equal one of them (or the old max).
 //  * an alarm is confirmed by recomputing the warp's tile before its P reaches O (deterministic MMAs):
 //    counted only if the data changed, and the recomputed tile is what continues (correction of score,
 //    exp and rowmax faults). A false alarm (e.g. an underflowed P) costs one tile, never a count.
+//    (The wgmma kernel recomputes with mma.sync, another instruction: there a row counts if its
+//    recomputation passes the checks its first pass failed; efta_sm90.cuh.)
 //  * GEMM-II + rescale + normalisation: one n8 MMA tile against checksum columns of V
 //    [c1 hi, lo, lo2, -, -, -, ones, |v|] rescaled together with O, verified once at the end. A row
 //    that fails is corrected by recomputing the block and comparing element by element (as the
@@ -31,9 +33,9 @@
 #include "sm90_host.cuh"
 
 // Measurement only (benchmarks/bench_attention.py --ablate): remove protection steps one by one to
-// see what each costs. 1: no alarm confirmation (slow path; in the wgmma kernel also the per-tile
-// warpgroup vote); 2: + no injection hooks; 3: + no
-// per-element checks; 4: + no checksum MMAs or final checks. Detection is broken for any level > 0.
+// see what each costs. 1: no alarm confirmation (the slow path and, in the wgmma kernel, the
+// per-tile warp vote that enters it); 2: + no injection hooks; 3: + no per-element checks; 4: + no
+// checksum MMAs or final checks. Detection is broken for any level > 0.
 #ifndef EFTA_ABLATE
 #define EFTA_ABLATE 0
 #endif
@@ -92,7 +94,6 @@ template <int MT>
 struct TileOut {
   float m_new[2 * MT], tm[2 * MT], lsum[2 * MT], gs[2 * MT], gx[2 * MT], M[2 * MT], M2[2 * MT];
   uint32_t E[2 * MT], E2[2 * MT];  // two partial sums/products each: half the dependency chain
-  uint32_t pa[MT][4][4];
   bool rowbad[2 * MT], grpbad[2 * MT];
 };
 
@@ -182,6 +183,11 @@ __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(kFull, x, 1);
   return x + __shfl_xor_sync(kFull, x, 2);
 }
+__device__ __forceinline__ bool quad_any(bool b) {
+  unsigned x = b;
+  x |= __shfl_xor_sync(kFull, x, 1);
+  return (x | __shfl_xor_sync(kFull, x, 2)) != 0u;
+}
 
 
 // S = Q K^T for the warp's 32 rows and the tile's 64 keys, and S^c = Q (K^c)^T.
@@ -262,8 +268,22 @@ __device__ __forceinline__ void pv_mma(State<D, MT>& st, const uint32_t (&pa)[MT
   }
 }
 
-// Softmax numerators of one tile (in place in s: the fp32 P stays for check_tile), the tile's row max,
-// row sums, packed P, and the rowmax check. `hooks`: apply pending fault injections (rowmax, exp).
+// P of one tile packed to 16 bits as the A operand of PV (mma.sync A fragment layout).
+template <typename T, int MT>
+__device__ __forceinline__ void pack_p(const float (&s)[MT][8][4], uint32_t (&pa)[MT][4][4]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      pa[mt][kk][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      pa[mt][kk][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      pa[mt][kk][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
+}
+
+// Softmax numerators of one tile (in place in s: the fp32 P stays for check_tile and pack_p), the
+// tile's row max, row sums, and the rowmax check. `hooks`: apply pending fault injections (rowmax, exp).
 template <typename T, int D, bool kProtect, bool kMasked, int MT>
 __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
                                              const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
@@ -376,15 +396,6 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) to.lsum[2 * mt + (e >> 1)] += s[mt][nt][e];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      to.pa[mt][kk][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-      to.pa[mt][kk][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-      to.pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-      to.pa[mt][kk][3] = Elem<T>::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-    }
   if constexpr (kProtect) {
     // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
     // Taken after the exponentials, whose inputs it does not gate (its shuffles stay off the
@@ -404,8 +415,53 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
   }
 }
 
+// log2 of the product of each row group's 16 P values, exactly: (sum of exponent fields, product of
+// mantissas), right for every normal P and immune to underflow of the product, at 3 ops per element.
+template <int MT>
+__device__ __forceinline__ void exact_log2_products(const float (&s)[MT][8][4], TileOut<MT>& to, float (&meas)[2 * MT]) {
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    to.E[rr] = to.E2[rr] = 0u;
+    to.M[rr] = to.M2[rr] = 1.f;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = 2 * mt + (e >> 1);
+        const uint32_t u = __float_as_uint(s[mt][nt][e]);
+        uint32_t mant;  // (u & 0x7fffff) | 0x3f800000 in one LOP3: the mantissa as a float in [1, 2)
+        asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(mant) : "r"(u), "n"(0x7fffff), "n"(0x3f800000));
+        if (nt & 1) {
+          to.E2[rr] += u >> 23;  // exponent field (sign too: a negative value is far off)
+          to.M2[rr] *= __uint_as_float(mant);
+        } else {
+          to.E[rr] += u >> 23;
+          to.M[rr] *= __uint_as_float(mant);
+        }
+      }
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    to.E[rr] += to.E2[rr];
+    to.M[rr] *= to.M2[rr];  // < 2^16: exact enough, no overflow
+    meas[rr] = (float)((int)to.E[rr] - 16 * 127) + lg2(to.M[rr]);
+  }
+}
+
+__device__ __forceinline__ float mul_ftz(float a, float b) {
+  float y;
+  asm("mul.ftz.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+}
+
 // The unified check of GEMM-I + max + EXP for one tile (Algorithm 1, line 13), from the fp32 P left
-// in s by softmax_tile.
+// in s by softmax_tile: log2 of the product of each group's 16 P against scale * S^c - 16 m.
+// Unmasked tiles take the product by plain multiplication (1 op per element): two chains of 8 per
+// row, started at 2^63 and flushed to zero on underflow, so a nonzero result had no subnormal
+// intermediate and is exact to ~16 roundings; a lane whose products underflowed (sum of the exponent
+// arguments below about -190 per chain) takes the exact path instead. Masked tiles always do.
 template <bool kProtect, bool kMasked, int MT>
 __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
                                            const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
@@ -413,48 +469,56 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
       to.grpbad[rr] = false;
-      to.E[rr] = to.E2[rr] = 0u;
-      to.M[rr] = to.M2[rr] = 1.f;
+      to.E[rr] = 0u;
+      to.M[rr] = 1.f;
     }
   }
   if constexpr (kProtect && kAbl < 3) {
+    float meas[2 * MT];
+    if constexpr (kMasked) {
+      exact_log2_products(s, to, meas);
+    } else {
+      float pe[2 * MT], po[2 * MT];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int rr = 0; rr < 2 * MT; ++rr) pe[rr] = po[rr] = 0x1p63f;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int rr = 2 * mt + (e >> 1);
-          const uint32_t u = __float_as_uint(s[mt][nt][e]);
-          uint32_t mant;  // (u & 0x7fffff) | 0x3f800000 in one LOP3: the mantissa as a float in [1, 2)
-          asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(mant) : "r"(u), "n"(0x7fffff), "n"(0x3f800000));
-          if (nt & 1) {
-            to.E2[rr] += u >> 23;  // exponent field (sign too: a negative value is far off)
-            to.M2[rr] *= __uint_as_float(mant);
-          } else {
-            to.E[rr] += u >> 23;
-            to.M[rr] *= __uint_as_float(mant);
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int rr = 2 * mt + (e >> 1);
+            if (nt & 1) po[rr] = mul_ftz(po[rr], s[mt][nt][e]);
+            else pe[rr] = mul_ftz(pe[rr], s[mt][nt][e]);
           }
-        }
+      bool underflow = false;
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        to.M[rr] = mul_ftz(pe[rr], po[rr]);  // 2^126 times the product
+        underflow |= !(to.M[rr] >= 0x1p-126f);  // zero (or NaN: the exact path reports it)
+      }
+      if (underflow) {
+        exact_log2_products(s, to, meas);
+      } else {
+#pragma unroll
+        for (int rr = 0; rr < 2 * MT; ++rr) meas[rr] = lg2(to.M[rr]) - 126.f;
+      }
+    }
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
-      to.E[rr] += to.E2[rr];
-      to.M[rr] *= to.M2[rr];  // < 2^16: exact enough, no overflow
       const int mt = rr >> 1, hh = rr & 1;
       const float mx = (to.m_new[rr] == -INFINITY ? 0.f : to.m_new[rr]) * kLog2e;
       const float scraw = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.kc_unscale;
       const float tol_g = cx.c_gemm * qn[rr] * cx.A;  // |sum S - S^c| bound in score units
-      // log2 of the product of the 16 P values: exponent sum + log2(product of mantissas)
-      const float meas = (float)((int)to.E[rr] - 16 * 127) + lg2(to.M[rr]);
       // NaN never passes: the comparisons are written as !(|d| <= tol).
       if constexpr (kMasked) {
-        const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas - to.gx[rr]);
+        const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas[rr] - to.gx[rr]);
         const float te = 0x1p-19f * (16.f + fabsf(to.gx[rr]));
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
         if (cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
         const float a = cx.scale_log2 * scraw, b = 16.f * mx;
-        const float d = fabsf(meas - (a - b));
+        const float d = fabsf(meas[rr] - (a - b));
         const float tol = cx.scale_log2 * tol_g + 0x1p-20f * (16.f + fabsf(a) + fabsf(b));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
         to.grpbad[rr] = !(d <= tol) || !(tol < 0x1p100f);
@@ -654,7 +718,9 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, uint32_t sQ, uint32_
     }
   }
   online_update<D, kProtect, kHooks>(st, to, cx);
-  pv_mma<T, D, kProtect>(st, to.pa, sV, sVc, L, lane);
+  uint32_t pa[MT][4][4];
+  pack_p<T>(s, pa);
+  pv_mma<T, D, kProtect>(st, pa, sV, sVc, L, lane);
   pv_hooks<D, kProtect, kHooks>(st, cx);
 }
 

@@ -8,9 +8,12 @@
 //    N = 64 + 8), V and the V checksum columns through a ring of kStages slots.
 //  * Per key tile t a consumer warpgroup issues S(t) = Q K(t)^T, then O += P(t-1) V(t-1), waits for
 //    S(t) only and runs tile t's softmax and checks while PV(t-1) is on the tensor cores.
-//  * An alarm is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and confirmed by
-//    running tile t again through the same loop body (one copy of the tile code): counted if the
-//    data changed, and the second pass's data continues (the correction).
+//  * An alarmed tile is recomputed before its P reaches O, and the recomputed tile is what continues
+//    (the correction). d=128: the alarmed warp recomputes its 16 rows alone, with mma.sync from the
+//    K tile still in shared memory (redo_tile, out of line; no vote per tile); a row counts as a
+//    fault if its first pass failed a check and the recomputation passes them all. d=64: the alarm
+//    is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and tile t runs again
+//    through the same loop body; counted if the data changed (the digests of the two passes).
 //  * The end of the block (final GEMM-II check, row sums, store, block recomputation) is
 //    efta_kernel.cuh's finish_block; the producer streams the tiles again for a second attempt.
 #pragma once
@@ -21,7 +24,7 @@
 namespace efta {
 namespace h90 {
 
-constexpr int kBarOr = 1;  // named barriers 1, 2, 3: the alarm vote of consumer warpgroup 0, 1, 2
+constexpr int kBarOr = 1;  // named barriers 1, 2, 3: the alarm vote of consumer warpgroup 0, 1, 2 (d=64)
 
 template <int D, bool kProtect>
 struct Lay {
@@ -42,9 +45,12 @@ struct Lay {
   static constexpr int kV = kHalves * kVHalf;
   static constexpr int kVc = kProtect ? 8 * kBlockN * 2 : 0;  // [8 columns][64 keys]
   static constexpr int kStage = kK + kV + kVc;                 // a multiple of 1024 (swizzle atoms)
-  // An alarmed tile's first-pass record waits in shared memory for its recomputation (registers
-  // held across the loop for a path that never runs in production made ptxas spill at d=64).
-  static constexpr int kAlarmRecs = kProtect ? kCons * 128 : 0;
+  // How an alarmed tile is recomputed. The warp alone, out of line, at d=128 (no vote per tile:
+  // -2..-5 % time). Not at d=64: at 160 registers per thread the call's live state spilled inside
+  // the loop (22 local-memory requests per tile, +1..+2.5 % time; NOTES_attention.md B10), so there
+  // the warpgroup votes and reruns the loop body, the first pass's record waiting in shared memory.
+  static constexpr bool kWarpRedo = D == 128;
+  static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
   static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
   static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
 };
@@ -60,6 +66,90 @@ __device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1
   }
 }
 
+// The warp's S and S^c of one key tile recomputed with mma.sync from the TMA tiles in shared memory
+// (128-byte swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8); d = 128 in two 64-column
+// halves, q_half / k_half bytes apart). sq: the warp's 16 query rows; sk: the slot's K rows, its 8
+// checksum rows behind them. A warp's m16n8 fragments are its share of the wgmma accumulator, so
+// s and sc come out in the layout the loop holds.
+template <typename T, int D>
+__device__ __forceinline__ void qk_warp(float (&s)[1][8][4], float (&sc)[1][4], uint32_t sq, uint32_t sk, int q_half,
+                                        int k_half, int lane) {
+  const int r8 = lane & 7, hi8 = (lane >> 3) & 1, hi16 = lane >> 4;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[0][nt][e] = 0.f;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) sc[0][e] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const int c0 = 2 * (ks & 3);
+    const uint32_t q = sq + (ks >> 2) * q_half, k = sk + (ks >> 2) * k_half;
+    uint32_t a[4];  // rows r8 (+8), chunks c0 (+1): the m16n8k16 A fragment
+    ldsm_x4(a, q + (r8 + 8 * hi8) * 128 + (((c0 + hi16) ^ r8) << 4));
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];  // keys 16 np + r8 (+8), chunks c0 (+1): two n8 B fragments
+      ldsm_x4(b, k + (16 * np + r8 + 8 * hi16) * 128 + (((c0 + hi8) ^ r8) << 4));
+      Elem<T>::mma(s[0][2 * np], a, b[0], b[1]);
+      Elem<T>::mma(s[0][2 * np + 1], a, b[2], b[3]);
+    }
+    uint32_t bc[2];
+    ldsm_x2(bc, k + (kBlockN + r8) * 128 + (((c0 + hi8) ^ r8) << 4));
+    Elem<T>::mma(sc[0], a, bc[0], bc[1]);
+  }
+}
+
+// What an alarmed tile's cold path reads and writes, in local memory (the loop's registers stay as
+// they are).
+struct Redo {
+  float s[1][8][4];  // out: the recomputed P
+  TileOut<1> to;     // in: the first pass; out: the recomputation
+  float m_old[2], qn[2];
+  Ctx cx;
+};
+
+// An alarmed tile of one warp, out of line: S recomputed (qk_warp), softmax and checks again. A row
+// counts as a fault if its first pass failed a check (in any lane of its quad) and the recomputation
+// passes every check; a row that fails twice holds data the checks cannot take (an underflowed P),
+// which costs the recomputation and no count. Returns whether the recomputed S is not finite (inputs).
+template <typename T, int D>
+static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t sq, uint32_t sk, int q_half,
+                                              int k_half, bool masked, bool count) {
+  const int lane = r.cx.lane;
+  bool bad1[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) bad1[rr] = r.to.rowbad[rr] || r.to.grpbad[rr];
+  float sc[1][4];
+  qk_warp<T, D>(r.s, sc, sq, sk, q_half, k_half, lane);
+  const bool nonfinite = any_nonfinite(r.s, sc);
+  if (masked) {
+    softmax_tile<T, D, true, true>(r.s, sc, r.m_old, r.qn, r.to, r.cx, false);
+    check_tile<true, true>(r.s, sc, r.qn, r.to, r.cx);
+  } else {
+    softmax_tile<T, D, true, false>(r.s, sc, r.m_old, r.qn, r.to, r.cx, false);
+    check_tile<true, false>(r.s, sc, r.qn, r.to, r.cx);
+  }
+  unsigned faults = 0;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const bool was = quad_any(bad1[rr]), is = quad_any(r.to.rowbad[rr] || r.to.grpbad[rr]);
+    if (was && !is && (lane & 3) == 0) ++faults;
+  }
+  if (count && faults) {
+    bump(p.counters, kDetected, faults);
+    if (p.policy == kCorrect || p.policy == kRecompute) bump(p.counters, kCorrected, faults);
+  }
+  if (p.alarms != nullptr) {
+    const unsigned f = __reduce_add_sync(kFull, faults);
+    if (lane == 0) {
+      atomicAdd(p.alarms + kTileAlarms, 1ull);
+      if (f) atomicAdd(p.alarms + kTileFaults, (unsigned long long)f);
+    }
+  }
+  return nonfinite;
+}
+
 struct Ring {
   uint8_t* base;   // slot s at base + s * kStage
   uint64_t* kfull;
@@ -69,9 +159,11 @@ struct Ring {
 
 // A consumer warpgroup's pass over its key tiles (ring positions pos0 ...). kHooks: the instantiation
 // that applies fault injections (first attempt of a warpgroup a fault targets); the other carries none.
+// a1, bar (d=64): this thread's alarm record and the warpgroup's named barrier for the vote (from
+// the uniform warpgroup index: derived from the thread index instead, ptxas re-read it every tile).
 template <typename T, int D, bool kProtect, bool kHooks>
 __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
-                                        int n, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1) {
+                                        int n, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1, int bar) {
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
@@ -88,7 +180,9 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   bool have_p = false, confirming = false;
   int p_slot = 0;  // ring position of the tile whose PV is next
   uint32_t p_par = 0;
-  const float* kn = kProtect ? p.kn + tile_base * 4 + tq : nullptr;  // per tile: sum of ||k|| of the lane's group
+  // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
+  // cost a spilled 64-bit base and its reload).
+  const float* kn = kProtect ? p.kn + tile_base * 4 + tq : nullptr;
 
   for (int t = 0; t < n;) {
     const uint64_t dks = desc_add(dk, slot * L::kStage);
@@ -125,7 +219,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 
     cx.t = t;
     cx.j0 = t * kBlockN;
-    cx.A = kProtect ? __ldg(kn + 4 * t) : 0.f;
+    cx.A = kProtect ? __ldg(kn) : 0.f;
     const bool hooks = kHooks && !confirming;
     if constexpr (kProtect) {
       if (confirming) nonfinite_in |= any_nonfinite(s, sc);
@@ -144,16 +238,32 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       check_tile<kProtect, false>(s, sc, st.qn, to, cx);
     }
     bool again = false;
-    if constexpr (kProtect && kAbl < 1) {
+    if constexpr (kProtect && kAbl < 1 && !L::kWarpRedo) {
       // (__any_sync of a value already equal on every lane: it tells the compiler so, and the loop's
       // control - and with it the ring slot and the descriptors - stays in uniform registers.)
-      const bool bad = __any_sync(kFull, named_bar_or(kBarOr + (cx.w >> 2), 128, tile_alarm(to)));
+      const bool bad = __any_sync(kFull, named_bar_or(bar, 128, tile_alarm(to)));
       if (confirming) {
         alarm_outcome(*a1, to, lane, p.policy, first, p.counters, p.alarms);
         confirming = false;
       } else if (bad) {
         *a1 = alarm_record(to);
         confirming = again = true;
+      }
+    }
+    if constexpr (kProtect && kAbl < 1 && L::kWarpRedo) {
+      if (__any_sync(kFull, tile_alarm(to))) {  // rare: the warp recomputes its rows of the tile
+        Redo r;
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) r.m_old[rr] = st.m[rr], r.qn[rr] = st.qn[rr];
+        r.to = to;
+        r.cx = cx;
+        nonfinite_in |= redo_tile<T, D>(r, p, sq + 16 * (cx.w & 3) * 128, ring0 + slot * L::kStage, L::kBM * 128,
+                                        L::kKHalf, masked, first);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[0][nt][e] = r.s[0][nt][e];
+        to = r.to;
       }
     }
     wgmma_wait<0>();
@@ -169,10 +279,9 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     if (again) continue;  // tile t once more: its slot is released only after its PV
 
     online_update<D, kProtect, kHooks>(st, to, cx);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) pa[0][kk][i] = to.pa[0][kk][i];
+    // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
+    // own registers and ~20 moves per tile into pa.
+    pack_p<T>(s, pa);
     have_p = true;
     p_slot = slot;
     p_par = par;
@@ -181,6 +290,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       par ^= 1u;
     }
     ++t;
+    if constexpr (kProtect) kn += 4;
   }
   if (have_p) {
     mbar_wait(&ring.vfull[p_slot], p_par);
@@ -210,7 +320,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   Ring ring;
   ring.base = base + L::kQ;
   uint64_t* bars = reinterpret_cast<uint64_t*>(ring.base + S * L::kStage);
-  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(ring.base + S * L::kStage + 64 * 8);  // one per consumer thread
+  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(ring.base + S * L::kStage + 64 * 8);  // d=64: one per consumer thread
   uint64_t* qfull = bars;
   ring.kfull = bars + 1;
   ring.vfull = ring.kfull + S;
@@ -320,11 +430,11 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       }
     }
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
-    Alarm1<1>* a1 = kProtect ? alarm_recs + (tid - 128) : nullptr;
+    Alarm1<1>* a1 = L::kAlarmRecs ? alarm_recs + (tid - 128) : nullptr;
     if (kProtect && first && injected)
-      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1);
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1, kBarOr + c);
     else
-      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1);
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1, kBarOr + c);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
     for (int t = n; t < n_cta; ++t) {
       const int slot = (pos0 + t) % S;
