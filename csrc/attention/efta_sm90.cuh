@@ -363,6 +363,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           mbar_expect_tx(qfull, L::kQ);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
+          if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
         }
         for (int t = 0; t < n_cta; ++t) {
           const int pos = pos0 + t, slot = pos % S;
@@ -429,6 +430,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
         st.qn[rr] = sqrtf(quad_sum(a));
       }
     }
+    if constexpr (kProtect)
+      if (first) grid_dep_wait();  // the key norms: the prepass's
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
     Alarm1<1>* a1 = L::kAlarmRecs ? alarm_recs + (tid - 128) : nullptr;
     if (kProtect && first && injected)
@@ -463,7 +466,19 @@ cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
   if constexpr (kProtect) launch_prepass<T, D>(p, stream);
   if (cudaError_t e = sm90::allow_smem<attn_fwd_sm90<T, D, kProtect>>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
-  attn_fwd_sm90<T, D, kProtect><<<grid, L::kThreadsH, L::kSmem, stream>>>(m.q, m.k, m.v, m.kc, m.vc, p);
+  // Protected: launched while the prepass finishes (programmatic dependent launch); its threads wait
+  // for the prepass where they first read what it writes.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(L::kThreadsH);
+  cfg.dynamicSmemBytes = L::kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kProtect ? 1 : 0;
+  if (cudaError_t e = cudaLaunchKernelEx(&cfg, attn_fwd_sm90<T, D, kProtect>, m.q, m.k, m.v, m.kc, m.vc, p)) return e;
   return cudaGetLastError();
 }
 
