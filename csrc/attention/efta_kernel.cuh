@@ -18,8 +18,8 @@
 //  * an alarm is confirmed by recomputing the warp's tile before its P reaches O (deterministic MMAs):
 //    counted only if the data changed, and the recomputed tile is what continues (correction of score,
 //    exp and rowmax faults). A false alarm (e.g. an underflowed P) costs one tile, never a count.
-//    (The wgmma kernel recomputes with mma.sync, another instruction: there a row counts if its
-//    recomputation passes the checks its first pass failed; efta_sm90.cuh.)
+//    (The wgmma kernel at d=128 recomputes with mma.sync, another instruction: there a row counts if
+//    its recomputation passes the checks its first pass failed; efta_sm90.cuh.)
 //  * GEMM-II + rescale + normalisation: one n8 MMA tile against checksum columns of V
 //    [c1 hi, lo, lo2, -, -, -, ones, |v|] rescaled together with O, verified once at the end. A row
 //    that fails is corrected by recomputing the block and comparing element by element (as the
@@ -34,7 +34,7 @@
 
 // Measurement only (benchmarks/bench_attention.py --ablate): remove protection steps one by one to
 // see what each costs. 1: no alarm confirmation (the slow path and, in the wgmma kernel, the
-// per-tile warp vote that enters it); 2: + no injection hooks; 3: + no per-element checks; 4: + no
+// per-tile vote that enters it); 2: + no injection hooks; 3: + no per-element checks; 4: + no
 // checksum MMAs or final checks. Detection is broken for any level > 0.
 #ifndef EFTA_ABLATE
 #define EFTA_ABLATE 0
