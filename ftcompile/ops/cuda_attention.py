@@ -191,8 +191,8 @@ def _norm(device) -> torch.device:
 
 def alarm_counts(device="cuda") -> Dict[str, int]:
     """Diagnostics since reset: tile checks that alarmed, counted per warp (each recomputed: by the
-    whole warpgroup through the wgmma at d=64 and in the mma.sync kernel, by the warp alone at
-    d=128), of those the faults confirmed, and final/rowsum checks that alarmed."""
+    whole warpgroup in the wgmma kernel at d=64, by the warp alone otherwise), of those the faults
+    confirmed, and final/rowsum checks that alarmed."""
     buf = _buffers(_norm(device))["alarms"]
     return dict(zip(ALARM_FIELDS, (int(x) for x in buf.cpu())))
 
