@@ -589,6 +589,23 @@ __device__ __forceinline__ bool any_nonfinite(const float (&s)[MT][8][4], const 
   return nf;
 }
 
+// An alarmed tile's outcome, counted: `faults` (this lane's share) are detected, and corrected where
+// the policy repairs (count: first attempt only); the diagnostics count the alarm and its faults.
+__device__ __forceinline__ void record_tile_faults(unsigned faults, int lane, int policy, bool count,
+                                                   unsigned long long* counters, unsigned long long* alarms) {
+  if (count && faults) {
+    bump(counters, kDetected, faults);
+    if (policy == kCorrect || policy == kRecompute) bump(counters, kCorrected, faults);
+  }
+  if (alarms != nullptr) {
+    const unsigned f = __reduce_add_sync(kFull, faults);
+    if (lane == 0) {
+      atomicAdd(alarms + kTileAlarms, 1ull);
+      if (f) atomicAdd(alarms + kTileFaults, (unsigned long long)f);
+    }
+  }
+}
+
 // Compare the recomputed tile (to) with the first pass (a): the MMAs are deterministic, so data that
 // changed was hit by a fault. Counts the faults (count: first attempt only) and the diagnostics.
 template <int MT>
@@ -596,7 +613,6 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
                                               bool count, unsigned long long* counters,
                                               unsigned long long* alarms) {
   const int tq = lane & 3;
-  const bool fix = policy == kCorrect || policy == kRecompute;
   unsigned faults = 0;
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -608,17 +624,7 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
       if (a.fp[rr] != fingerprint(to, rr)) ++faults;  // the group's data changed: it was a fault
     }
   }
-  if (count && faults) {
-    bump(counters, kDetected, faults);
-    if (fix) bump(counters, kCorrected, faults);
-  }
-  if (alarms != nullptr) {
-    const unsigned f = __reduce_add_sync(kFull, faults);
-    if (lane == 0) {
-      atomicAdd(alarms + kTileAlarms, 1ull);
-      if (f) atomicAdd(alarms + kTileFaults, (unsigned long long)f);
-    }
-  }
+  record_tile_faults(faults, lane, policy, count, counters, alarms);
 }
 
 // Online softmax update (Algorithm 1, lines 17-20): m, l, the row-sum lower bound, O (and O^c)
@@ -1026,26 +1032,26 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
 #pragma unroll
   for (int pass = 0; pass < 4 * (D / 2) / kThreads; ++pass) {
     const int idx = tid + pass * kThreads, g = idx / (D / 2), d = 2 * (idx % (D / 2));
-    float2 x[16];  // columns d, d + 1 of key 8 j + 2 g + e at i = 2 j + e
+    auto key = [&](int i) { return j0 + 8 * (i >> 1) + 2 * g + (i & 1); };  // i = 2 j + e
+    auto src = [&](int i) { return gk + (int64_t)min(key(i), p.Sk - 1) * p.k_ss + d; };
+    float2 x[16];  // columns d, d + 1 of key(i)
     if (pairs) {
       uint32_t w[16];
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        w[i] = __ldg(reinterpret_cast<const unsigned int*>(
-            gk + (int64_t)min(j0 + 8 * (i >> 1) + 2 * g + (i & 1), p.Sk - 1) * p.k_ss + d));
+      for (int i = 0; i < 16; ++i) w[i] = __ldg(reinterpret_cast<const unsigned int*>(src(i)));
 #pragma unroll
       for (int i = 0; i < 16; ++i) x[i] = Elem<T>::unpack(w[i]);
     } else {
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        const T* src = gk + (int64_t)min(j0 + 8 * (i >> 1) + 2 * g + (i & 1), p.Sk - 1) * p.k_ss + d;
-        x[i] = make_float2(Elem<T>::to_f(src[0]), Elem<T>::to_f(src[1]));
+        const T* e = src(i);
+        x[i] = make_float2(Elem<T>::to_f(e[0]), Elem<T>::to_f(e[1]));
       }
     }
     float a0 = 0.f, a1 = 0.f;
 #pragma unroll
     for (int i = 0; i < 16; ++i)
-      if (j0 + 8 * (i >> 1) + 2 * g + (i & 1) < p.Sk) {
+      if (key(i) < p.Sk) {
         a0 += x[i].x;
         a1 += x[i].y;
       }

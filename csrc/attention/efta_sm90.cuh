@@ -136,17 +136,7 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
     const bool was = quad_any(bad1[rr]), is = quad_any(r.to.rowbad[rr] || r.to.grpbad[rr]);
     if (was && !is && (lane & 3) == 0) ++faults;
   }
-  if (count && faults) {
-    bump(p.counters, kDetected, faults);
-    if (p.policy == kCorrect || p.policy == kRecompute) bump(p.counters, kCorrected, faults);
-  }
-  if (p.alarms != nullptr) {
-    const unsigned f = __reduce_add_sync(kFull, faults);
-    if (lane == 0) {
-      atomicAdd(p.alarms + kTileAlarms, 1ull);
-      if (f) atomicAdd(p.alarms + kTileFaults, (unsigned long long)f);
-    }
-  }
+  record_tile_faults(faults, lane, p.policy, count, p.counters, p.alarms);
   return nonfinite;
 }
 
@@ -468,18 +458,8 @@ cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
   // Protected: launched while the prepass finishes (programmatic dependent launch); its threads wait
   // for the prepass where they first read what it writes.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(L::kThreadsH);
-  cfg.dynamicSmemBytes = L::kSmem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = kProtect ? 1 : 0;
-  if (cudaError_t e = cudaLaunchKernelEx(&cfg, attn_fwd_sm90<T, D, kProtect>, m.q, m.k, m.v, m.kc, m.vc, p)) return e;
-  return cudaGetLastError();
+  return sm90::launch_ex(attn_fwd_sm90<T, D, kProtect>, grid, L::kThreadsH, L::kSmem, stream, 1, kProtect, m.q, m.k,
+                         m.v, m.kc, m.vc, p);
 }
 
 }  // namespace h90

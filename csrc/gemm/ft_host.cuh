@@ -22,25 +22,12 @@ inline bool make_tmap(CUtensorMap* map, const void* ptr, int64_t batch, int64_t 
 __host__ __device__ inline int cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 // Launch of a grid whose x dimension holds clusters of `split` CTAs (the thread scheme's K split,
-// the global scheme's multicast pairs); a lone CTA is its own implicit cluster: no cluster attribute
-// then (the kernels use cluster instructions only where split > 1).
+// the global scheme's multicast pairs; the kernels use cluster instructions only where split > 1).
 template <typename... Params, typename... Args>
 int launch_split(void (*kern)(Params...), dim3 grid, int threads, size_t smem, int64_t stream, int split,
                  Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = reinterpret_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = split;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = split > 1 ? 1 : 0;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kern, std::forward<Args>(args)...);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  return sm90::launch_ex(kern, grid, threads, smem, reinterpret_cast<cudaStream_t>(stream), split, false,
+                         std::forward<Args>(args)...);
 }
 
 }  // namespace ftg
