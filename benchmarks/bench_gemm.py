@@ -231,7 +231,7 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--parts", default="global,thread,square,sweep",
-                    help="comma list of: global, thread, square, sweep")
+                    help="comma list of: global, thread, square, sweep, stream (streaming kernel depth x split)")
     ap.add_argument("--sweep-shapes", default=None,
                     help="MxNxK,... for the thread configuration sweep (default: LLM shapes)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
@@ -397,6 +397,39 @@ def main():
                         "stage or 'stream' for the streaming kernel, s = ring depth, k = cluster split; all timings in "
                         "gemm_bench.json)",
                         ["shape", "auto", "auto µs", "best", "best µs", "% copy BW"], sweep))
+
+    # ---- streaming kernel: ring depth x cluster split at M <= 16 (run 14)
+    stream_lines = []
+    stream_shapes = [(1, 4096, 4096), (16, 4096, 4096), (1, 11008, 4096), (1, 4096, 11008), (1, 14336, 4096),
+                     (1, 4096, 14336), (16, 14336, 4096), (1, 768, 768), (1, 2304, 768), (16, 768, 3072)]
+    for (m, n, k) in (stream_shapes if "stream" in parts else ()):
+        sets = make_sets(m, n, k, bf16)
+        nbytes = (m * k + n * k + m * n + n) * 2
+        cub = graph_time(runner.variant("cublas"), sets)
+        by_depth = {}
+        for depth in (1, 2, 3, 4):
+            for sp in (1, 2, 4, 8):
+                if math.ceil(k / 32) < 4 * sp:
+                    continue
+                ms = graph_time(runner.variant("on", "linear_thread", split=sp, stages=depth, kernel="stream"), sets)
+                rows.append({**record((m, n, k), bf16, f"stream_on_d{depth}_k{sp}", ms, copy)})
+                if depth not in by_depth or ms < by_depth[depth][0]:
+                    by_depth[depth] = (ms, sp)
+        d_best = min(by_depth, key=lambda d: by_depth[d][0])
+        ms, sp = by_depth[d_best]
+        off = graph_time(runner.variant("off", "linear_thread", split=sp, stages=d_best, kernel="stream"), sets)
+        auto = graph_time(runner.variant("on", "linear_thread"), sets)
+        stream_lines.append([f"{m}x{n}x{k}", f"{cub * 1e3:.1f}", f"{auto * 1e3:.1f}"] +
+                            [f"{by_depth[d][0] * 1e3:.1f} k{by_depth[d][1]}" if d in by_depth else "-"
+                             for d in (1, 2, 3, 4)] +
+                            [f"{off * 1e3:.1f}", f"{ms / cub:.3f}", f"{100 * nbytes / ms / 1e6 / copy:.0f}%",
+                             f"{100 * (ms / off - 1):.1f}%"])
+        print(" | ".join(stream_lines[-1]), flush=True)
+        del sets
+    md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split per ring depth d "
+                        "(d1 = loads into registers); 'off' and the ratios at the best d",
+                        ["shape", "cuBLAS", "auto", "d1", "d2", "d3", "d4", "off", "best/cuBLAS", "% copy BW",
+                         "on/off"], stream_lines))
 
     cross.sort(key=lambda c: c["intensity"])
     xl = [[f"{c['M']}x{c['N']}x{c['K']}", f"{c['intensity']:.1f}", f"{c['thread_over_cublas']:.3f}",

@@ -3,11 +3,11 @@
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
-#                                                   [sweep] [global]
+#                                                   [sweep] [global] [stream]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
-#    global = its compute-bound table)
+#    global = its compute-bound table, stream = the streaming kernel's ring depth x split at M <= 16)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -52,6 +52,8 @@ for part in $parts; do
              --sweep-shapes 1x4096x4096,16x4096x4096,1x11008x4096,1x4096x11008,1x14336x4096,16x768x3072,1x768x768 \
              > "$OUT/sweep.log" 2>&1
            stamp "sweep rc=$?" ;;
+    stream) timeout 240 python3 benchmarks/bench_gemm.py --parts stream --out "$OUT/stream" > "$OUT/stream.log" 2>&1
+            stamp "stream rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
   esac
@@ -63,4 +65,5 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"
 [ -f "$OUT/gemm.log" ] && grep -E "^[0-9]+x" "$OUT/gemm.log" | cut -d'|' -f1-8,11-14
 [ -f "$OUT/sweep.log" ] && grep -E "^[0-9]+x" "$OUT/sweep.log"
+[ -f "$OUT/stream.log" ] && grep -E "^[0-9]+x|Error|error" "$OUT/stream.log" | tail -14
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

@@ -58,6 +58,7 @@ STREAM_WARPS = 8  # warps of the streaming thread kernel (csrc/gemm/stream_gemm.
 # or "stream" / "ring" to force one.
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
 STREAM_MAX_W_BYTES = 32 << 20
+STREAM_DEPTH = int(os.environ.get("FTCOMPILE_STREAM_DEPTH", "1"))  # see stream_depth
 SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
 THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
@@ -356,6 +357,13 @@ def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None)
 
 
 @functools.lru_cache(maxsize=4096)
+def stream_depth(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
+    """Chunks in each warp's cp.async ring of the streaming kernel (1: loads straight into
+    registers, one chunk in flight per warp)."""
+    return STREAM_DEPTH
+
+
+@functools.lru_cache(maxsize=4096)
 def stream_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
     """CTAs per cluster sharing K in the streaming kernel: doubled while the CTAs stay at most one
     per SM and each warp keeps about one 32-wide k chunk (the sweep of run 13: 4096x4096 best at
@@ -391,7 +399,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
-    kernel, split alone the streaming one."""
+    kernel, split and stages (its ring depth) the streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -446,8 +454,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
-    if stream:  # mtile, wm, nbox, stages: the ring kernel's, unread here
+    if stream:  # mtile, wm, nbox: the ring kernel's, unread here
         a.split = split or stream_split(m, n, k, wb, a.num_sms)
+        a.stages = stages or stream_depth(m, n, k, wb, a.num_sms)
         chains = STREAM_WARPS * a.split
         ws = _workspace("thread", dev, a.stream)
     elif thread:
