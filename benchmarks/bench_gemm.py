@@ -86,7 +86,8 @@ class Runner:
         self.log = torch.zeros(cuda_gemm.MAX_INJ, 2, device="cuda")
         self.g = torch.Generator().manual_seed(0)
 
-    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None, kernel=None):
+    def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None, kernel=None,
+                warps=None):
         if name == "cublas":
             return lambda x, w, b: F.linear(x, w, b)
         cluster = 2 if name.endswith("_mc") else None
@@ -102,7 +103,7 @@ class Runner:
                 plan = [(self.inj if name == "fault" else self.noop, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
                                  split=split, mtile=mtile, nbox=nbox, stages=stages, wm=wm, plan=plan,
-                                 log=self.log, cluster=cluster, kernel=kernel)
+                                 log=self.log, cluster=cluster, kernel=kernel, warps=warps)
         return call
 
 
@@ -406,30 +407,32 @@ def main():
         sets = make_sets(m, n, k, bf16)
         nbytes = (m * k + n * k + m * n + n) * 2
         cub = graph_time(runner.variant("cublas"), sets)
-        by_depth = {}
-        for depth in (1, 2, 3, 4):
+        by_depth = {}  # (depth, warps) -> (ms, split)
+        for depth, warps in ((1, 8), (2, 8), (1, 16), (2, 16)):
             for sp in (1, 2, 4, 8):
                 if math.ceil(k / 32) < 4 * sp:
                     continue
-                ms = graph_time(runner.variant("on", "linear_thread", split=sp, stages=depth, kernel="stream"), sets)
-                rows.append({**record((m, n, k), bf16, f"stream_on_d{depth}_k{sp}", ms, copy)})
-                if depth not in by_depth or ms < by_depth[depth][0]:
-                    by_depth[depth] = (ms, sp)
+                ms = graph_time(runner.variant("on", "linear_thread", split=sp, stages=depth, kernel="stream",
+                                               warps=warps), sets)
+                rows.append({**record((m, n, k), bf16, f"stream_on_d{depth}_w{warps}_k{sp}", ms, copy)})
+                if (depth, warps) not in by_depth or ms < by_depth[(depth, warps)][0]:
+                    by_depth[(depth, warps)] = (ms, sp)
         d_best = min(by_depth, key=lambda d: by_depth[d][0])
         ms, sp = by_depth[d_best]
-        off = graph_time(runner.variant("off", "linear_thread", split=sp, stages=d_best, kernel="stream"), sets)
+        off = graph_time(runner.variant("off", "linear_thread", split=sp, stages=d_best[0], kernel="stream",
+                                        warps=d_best[1]), sets)
         auto = graph_time(runner.variant("on", "linear_thread"), sets)
         stream_lines.append([f"{m}x{n}x{k}", f"{cub * 1e3:.1f}", f"{auto * 1e3:.1f}"] +
                             [f"{by_depth[d][0] * 1e3:.1f} k{by_depth[d][1]}" if d in by_depth else "-"
-                             for d in (1, 2, 3, 4)] +
+                             for d in ((1, 8), (2, 8), (1, 16), (2, 16))] +
                             [f"{off * 1e3:.1f}", f"{ms / cub:.3f}", f"{100 * nbytes / ms / 1e6 / copy:.0f}%",
                              f"{100 * (ms / off - 1):.1f}%"])
         print(" | ".join(stream_lines[-1]), flush=True)
         del sets
-    md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split per ring depth d "
-                        "(d1 = loads into registers); 'off' and the ratios at the best d",
-                        ["shape", "cuBLAS", "auto", "d1", "d2", "d3", "d4", "off", "best/cuBLAS", "% copy BW",
-                         "on/off"], stream_lines))
+    md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split k per ring depth d "
+                        "(d1 = loads into registers) and warps per CTA w; 'off' and the ratios at the best",
+                        ["shape", "cuBLAS", "auto", "d1 w8", "d2 w8", "d1 w16", "d2 w16", "off", "best/cuBLAS",
+                         "% copy BW", "on/off"], stream_lines))
 
     cross.sort(key=lambda c: c["intensity"])
     xl = [[f"{c['M']}x{c['N']}x{c['K']}", f"{c['intensity']:.1f}", f"{c['thread_over_cublas']:.3f}",

@@ -365,14 +365,14 @@ def test_global_multicast_variant(dtype):
 
 
 @needs_hopper
-@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+@pytest.mark.parametrize("depth,warps", [(1, 8), (2, 8), (1, 16), (2, 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_stream_kernel_every_cluster_split(dtype, depth):
+def test_stream_kernel_every_cluster_split(dtype, depth, warps):
     """The streaming kernel splits K over 1-8 CTAs (the others push their partials into the
     leader's shared memory) and loads W into registers (depth 1) or through per-warp cp.async
-    rings of 2-4 chunks: the same numerics, checks and corrections for every split and depth,
+    rings of 2 chunks, with 8 or 16 warps: the same numerics, checks and corrections for every split,
     with K tails, partial column tiles, and a fault in the last CTA's K slice."""
-    name = f"cu-stream-split-{dtype}-{depth}"
+    name = f"cu-stream-split-{dtype}-{depth}-{warps}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
     faults = 0
@@ -382,7 +382,7 @@ def test_stream_kernel_every_cluster_split(dtype, depth):
         torch_err = (F.linear(x, w, b).double() - ref).abs().max()
         for split in (1, 2, 4, 8):
             run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect, split=split,
-                                                     stages=depth, kernel="stream")
+                                                     stages=depth, warps=warps, kernel="stream")
             for protect in (True, False):
                 assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k, split)
             clean = run()

@@ -29,8 +29,9 @@ namespace ftg {
 namespace stream {
 using namespace tabft;
 
-// 8 warps; two CTAs per SM (<= 128 registers) where the ring is short enough for two to fit.
-constexpr int NW = 8, THREADS = 32 * NW, KQ = 32, MAX_SPLIT = 8;
+// NW = 8 or 16 warps per CTA, at most 128 registers: two CTAs of 8 warps or one of 16 per SM (the
+// loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14).
+constexpr int KQ = 32, MAX_SPLIT = 8;
 constexpr int PART = NREG * 32;  // floats of one partial (slot-major, lane-minor)
 constexpr int STAGE_BYTES = 8 * 512 + 2 * 512;  // one chunk of a warp: W (8 n8 blocks), x rows g, g + 8
 
@@ -38,13 +39,15 @@ struct Ctrl {
   uint64_t pushed;  // leader: the other CTAs' partials have landed (transaction bytes)
   CheckSmem cs;
 };
-// Shared memory: Ctrl | NW warp regions (the warp's ring, then its partial) | split - 1 pushed partials.
+// Shared memory: Ctrl | nw warp regions (the warp's ring, then its partial) | split - 1 pushed partials.
 __host__ __device__ constexpr size_t region_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
 __host__ __device__ constexpr int region_bytes(int depth) {
   return depth > 1 && depth * STAGE_BYTES > PART * 4 ? depth * STAGE_BYTES : PART * 4;
 }
-__host__ __device__ constexpr size_t pushed_offset(int depth) { return region_offset() + (size_t)NW * region_bytes(depth); }
-size_t smem_bytes(int depth, int split) { return pushed_offset(depth) + (size_t)(split - 1) * PART * 4; }
+__host__ __device__ constexpr size_t pushed_offset(int depth, int nw) {
+  return region_offset() + (size_t)nw * region_bytes(depth);
+}
+size_t smem_bytes(int depth, int nw, int split) { return pushed_offset(depth, nw) + (size_t)(split - 1) * PART * 4; }
 
 // 16 bytes global -> shared, bypassing L1 (streamed once), 256-byte L2 prefetch; zero-filled where
 // `bytes` is 0 (rows or k past the end).
@@ -69,13 +72,14 @@ __device__ __forceinline__ float4 combine4(int r, float4 v, float4 u) {
   return make_float4(combine(r, v.x, u.x), combine(r, v.y, u.y), combine(r, v.z, u.z), combine(r, v.w, u.w));
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH>
-__global__ void __launch_bounds__(THREADS, DEPTH <= 2 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
+__global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
   constexpr int REGION4 = region_bytes(DEPTH) / 16;  // float4s between warp regions
   float4* region = reinterpret_cast<float4*>(smem_raw + region_offset());          // [NW][REGION4]
-  float4* pushed_parts = reinterpret_cast<float4*>(smem_raw + pushed_offset(DEPTH));  // [split - 1][PART / 4]
+  float4* pushed_parts = reinterpret_cast<float4*>(smem_raw + pushed_offset(DEPTH, NW));  // [split - 1][PART / 4]
+  constexpr int THREADS = 32 * NW;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int S = args.split;
@@ -96,7 +100,7 @@ __global__ void __launch_bounds__(THREADS, DEPTH <= 2 ? 2 : 1) gemm_stream_kerne
       atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
   if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
-  if (S > 1) cluster_arrive();  // the leader's mbarrier is set
+  if (S > 1) cluster_arrive_relaxed();  // the leader's mbarrier init is released by fence_barrier_init
 
   // ------------------------------------------------------------- stream W, MMAs in registers
   const T* Wg = static_cast<const T*>(args.w) + b * args.w_bstride + ((int64_t)tile * BN + g) * args.w_rstride;
@@ -241,29 +245,26 @@ __global__ void __launch_bounds__(THREADS, DEPTH <= 2 ? 2 : 1) gemm_stream_kerne
   }
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH>
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
 int launch(const Args* a) {
-  auto kern = gemm_stream_kernel<T, PROTECT, INJECT, DEPTH>;
-  const size_t smem = smem_bytes(DEPTH, a->split);
-  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT, DEPTH>>(smem_bytes(DEPTH, MAX_SPLIT), true))
+  auto kern = gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>;
+  const size_t smem = smem_bytes(DEPTH, NW, a->split);
+  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>>(
+          smem_bytes(DEPTH, NW, MAX_SPLIT), true))
     return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
-  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, *a);
+  return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, *a);
 }
 
-template <typename T, int DEPTH>
+template <typename T, int DEPTH, int NW>
 int dispatch_depth(const Args* a) {
-  if (!a->protect) return launch<T, false, false, DEPTH>(a);
-  return a->n_inj > 0 ? launch<T, true, true, DEPTH>(a) : launch<T, true, false, DEPTH>(a);
+  if (!a->protect) return launch<T, false, false, DEPTH, NW>(a);
+  return a->n_inj > 0 ? launch<T, true, true, DEPTH, NW>(a) : launch<T, true, false, DEPTH, NW>(a);
 }
 template <typename T>
 int dispatch(const Args* a) {
-  switch (a->stages) {
-    case 1: return dispatch_depth<T, 1>(a);
-    case 2: return dispatch_depth<T, 2>(a);
-    case 3: return dispatch_depth<T, 3>(a);
-    default: return dispatch_depth<T, 4>(a);
-  }
+  if (a->warps == 16) return a->stages == 1 ? dispatch_depth<T, 1, 16>(a) : dispatch_depth<T, 2, 16>(a);
+  return a->stages == 1 ? dispatch_depth<T, 1, 8>(a) : dispatch_depth<T, 2, 8>(a);
 }
 
 }  // namespace stream
@@ -271,12 +272,12 @@ int dispatch(const Args* a) {
 
 // The streaming thread-scheme kernel: any M (one CTA row per 16 rows of x: it is meant for
 // M <= 16, where W is read once); 16-byte aligned x and W rows (K and the row strides % 8 == 0);
-// `stages` = chunks per warp ring (1: straight into registers; 2-4: cp.async ring).
+// `stages` = chunks per warp ring (1: straight into registers; 2: cp.async ring); `warps` 8 or 16.
 extern "C" int ft_gemm_stream(const ftg::Args* a) {
   using namespace ftg;
   const int s = a->split;
   if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (s != 1 && s != 2 && s != 4 && s != 8) ||
-      a->stages < 1 || a->stages > 4 ||
+      a->stages < 1 || a->stages > 2 || (a->warps != 8 && a->warps != 16) ||
       a->x_rstride % 8 || a->w_rstride % 8 || a->x_bstride % 8 || a->w_bstride % 8 ||
       reinterpret_cast<uintptr_t>(a->x) % 16 || reinterpret_cast<uintptr_t>(a->w) % 16)
     return FTG_ERR_ARGS;

@@ -94,7 +94,7 @@ class _Args(ctypes.Structure):
                 ("stream", ctypes.c_int64), ("num_sms", ctypes.c_int32),
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
-                ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32),
+                ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -390,7 +390,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         split: Optional[int] = None, mtile: Optional[int] = None, nbox: Optional[int] = None,
         stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
-        cluster: Optional[int] = None, kernel: Optional[str] = None) -> torch.Tensor:
+        cluster: Optional[int] = None, kernel: Optional[str] = None,
+        warps: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -399,7 +400,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
-    kernel, split and stages (its ring depth) the streaming one."""
+    kernel, split, stages (its ring depth) and warps (per CTA) the streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -457,7 +458,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if stream:  # mtile, wm, nbox: the ring kernel's, unread here
         a.split = split or stream_split(m, n, k, wb, a.num_sms)
         a.stages = stages or stream_depth(m, n, k, wb, a.num_sms)
-        chains = STREAM_WARPS * a.split
+        a.warps = warps or STREAM_WARPS
+        chains = a.warps * a.split
         ws = _workspace("thread", dev, a.stream)
     elif thread:
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
