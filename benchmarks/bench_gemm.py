@@ -430,7 +430,8 @@ def main():
         print(" | ".join(stream_lines[-1]), flush=True)
         del sets
     md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split k per ring depth d "
-                        "(d1 = loads into registers) and warps per CTA w; 'off' and the ratios at the best",
+                        "(d1: load, then compute; d2: the next chunk loads while this one computes) and warps per CTA w; "
+                        "'off' and the ratios at the best",
                         ["shape", "cuBLAS", "auto", "d1 w8", "d2 w8", "d1 w16", "d2 w16", "off", "best/cuBLAS",
                          "% copy BW", "on/off"], stream_lines))
 

@@ -2,7 +2,8 @@
 # Nsight Compute on a GEMM kernel, protected vs unprotected, one shape (default 4096^3): the
 # sections that say where a kernel's time goes, and the SASS lines with the most stall samples of
 # each kernel (what benchmarks/NOTES_gemm.md reads when protection costs more than predicted).
-# Usage (device tool): [SCHEME=global|ring|stream] bash benchmarks/ncu_gemm.sh [M N K]
+# Usage (device tool): [SCHEME=global|ring|stream] [STAGES=d] [WARPS=w] bash benchmarks/ncu_gemm.sh [M N K]
+#   (STAGES, WARPS: the streaming kernel's ring depth and warps per CTA)
 #   (SCHEME: the global kernel (default) or one of the thread scheme's two; 2 files land in $OUT:
 #   ncu_details_<scheme>_<shape>.txt, ncu_hot_<scheme>_<shape>.txt; report and CSV stay in /tmp/ncu)
 set -u
@@ -29,7 +30,7 @@ from bench_gemm import Runner, make_sets
 r = Runner()
 x, w, b = make_sets($M, $N, $K, torch.bfloat16, budget=1)[0]
 for name in ("off", "on", "off", "on"):  # the first two warm up (build, caches, workspace)
-    r.variant(name, "$op", kernel=$kind)(x, w, b)
+    r.variant(name, "$op", kernel=$kind, stages=${STAGES:-None}, warps=${WARPS:-None})(x, w, b)
 torch.cuda.synchronize()
 EOF
 "$NCU_BIN" --clock-control none -k regex:$regex --launch-skip 2 --launch-count 2 --set full \

@@ -369,9 +369,10 @@ def test_global_multicast_variant(dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_stream_kernel_every_cluster_split(dtype, depth, warps):
     """The streaming kernel splits K over 1-8 CTAs (the others push their partials into the
-    leader's shared memory) and loads W into registers (depth 1) or through per-warp cp.async
-    rings of 2 chunks, with 8 or 16 warps: the same numerics, checks and corrections for every split,
-    with K tails, partial column tiles, and a fault in the last CTA's K slice."""
+    leader's shared memory), with 8 or 16 warps, loading a chunk then computing it (depth 1) or
+    loading the next chunk while this one computes (depth 2, bit-identical to depth 1): the same
+    numerics, checks and corrections for every split, with K tails, partial column tiles, and a
+    fault in the last CTA's K slice."""
     name = f"cu-stream-split-{dtype}-{depth}-{warps}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
@@ -386,6 +387,9 @@ def test_stream_kernel_every_cluster_split(dtype, depth, warps):
             for protect in (True, False):
                 assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k, split)
             clean = run()
+            same_order = cuda_gemm.run("linear_thread", x, w, b, s, split=split, stages=1, warps=warps,
+                                       kernel="stream")
+            assert torch.equal(clean, same_order), (m, n, k, split)
             for stage in ("accumulator", "output"):
                 spec = FaultSpec(site=name, stage=stage, index=(m - 1, n // 3), value=5.0,
                                  **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))

@@ -11,11 +11,11 @@
 // for j = 0..7, W[8j + g] fragments: the strided checksum and the checks are those of
 // thread_abft.cuh, computed from registers, with no extra global traffic.
 //
-// Loads in flight (NOTES_gemm.md, runs 13 and 14): at DEPTH 1 each warp's chunk goes straight
-// into registers, one chunk per warp in flight. At DEPTH > 1 each warp streams through a private
-// ring of DEPTH chunks in shared memory with cp.async (16 bytes per lane, the same bytes the lane
-// reads back, so no barrier: cp.async.wait_group makes a thread's own copies visible to it), so
-// DEPTH - 1 chunks are in flight while one is computed, without the registers to hold them.
+// Loads in flight (NOTES_gemm.md, runs 13 and 14): at DEPTH 1 a warp loads a chunk, waits, and
+// computes it. At DEPTH 2 (rolling) the next chunk's vector j is loaded into wv[j] as soon as the
+// current chunk's block j has had its two MMAs, so the next chunk's loads fly while the rest of
+// this one computes, in the same registers. The checksum is summed over j in the same order, and
+// each accumulator sees its MMAs in the same order: the two depths give bit-identical results.
 //
 // End of a CTA: each warp's partials go to shared memory and are combined (fixed order); the
 // other CTAs of a cluster push theirs into the leader's shared memory with st.async, which
@@ -33,34 +33,20 @@ using namespace tabft;
 // loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14).
 constexpr int KQ = 32, MAX_SPLIT = 8;
 constexpr int PART = NREG * 32;  // floats of one partial (slot-major, lane-minor)
-constexpr int STAGE_BYTES = 8 * 512 + 2 * 512;  // one chunk of a warp: W (8 n8 blocks), x rows g, g + 8
 
 struct Ctrl {
   uint64_t pushed;  // leader: the other CTAs' partials have landed (transaction bytes)
   CheckSmem cs;
 };
-// Shared memory: Ctrl | nw warp regions (the warp's ring, then its partial) | split - 1 pushed partials.
-__host__ __device__ constexpr size_t region_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
-__host__ __device__ constexpr int region_bytes(int depth) {
-  return depth > 1 && depth * STAGE_BYTES > PART * 4 ? depth * STAGE_BYTES : PART * 4;
-}
-__host__ __device__ constexpr size_t pushed_offset(int depth, int nw) {
-  return region_offset() + (size_t)nw * region_bytes(depth);
-}
-size_t smem_bytes(int depth, int nw, int split) { return pushed_offset(depth, nw) + (size_t)(split - 1) * PART * 4; }
-
-// 16 bytes global -> shared, bypassing L1 (streamed once), 256-byte L2 prefetch; zero-filled where
-// `bytes` is 0 (rows or k past the end).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+// Shared memory: Ctrl | nw warp partials | split - 1 pushed partials.
+__host__ __device__ constexpr size_t part_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
+size_t smem_bytes(int nw, int split) { return part_offset() + (size_t)(nw + split - 1) * PART * 4; }
 
 // Streamed once: no L1 allocation; 256-byte L2 prefetch (the neighbouring warps' bytes of the row).
+// Volatile: the rolling loop places each load after the MMAs that free its registers.
 __device__ __forceinline__ uint4 ld_stream(const void* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
@@ -73,12 +59,10 @@ __device__ __forceinline__ float4 combine4(int r, float4 v, float4 u) {
 }
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
-__global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
+__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
-  constexpr int REGION4 = region_bytes(DEPTH) / 16;  // float4s between warp regions
-  float4* region = reinterpret_cast<float4*>(smem_raw + region_offset());          // [NW][REGION4]
-  float4* pushed_parts = reinterpret_cast<float4*>(smem_raw + pushed_offset(DEPTH, NW));  // [split - 1][PART / 4]
+  float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][PART]
   constexpr int THREADS = 32 * NW;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
@@ -116,17 +100,16 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_s
   f.template reset_extrema<T>();
   // The warp's chunks: q = q_begin + warp + NW * i, i < nit.
   const int nit = q_end - q_begin > warp ? cdiv(q_end - q_begin - warp, NW) : 0;
-  // One chunk: the MMAs of its two k16 steps from the 16-byte vectors of W and x it loaded.
-  auto compute = [&](const uint4 (&wv)[8], const uint4& xa, const uint4& xb, int q) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const uint32_t a[1][4] = {{word(xa, 2 * s), word(xb, 2 * s), word(xa, 2 * s + 1), word(xb, 2 * s + 1)}};
-      uint32_t bf[8][2];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) { bf[j][0] = word(wv[j], 2 * s); bf[j][1] = word(wv[j], 2 * s + 1); }
-      mma_step<T, 1, PROTECT>(f, a, bf);
-    }
-    if constexpr (INJECT) {  // accumulator faults "after k-step t" (64-wide): the chunk 2t's warp
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  auto k_of = [&](int i) { return (int64_t)(q_begin + warp + NW * i) * KQ + 8 * c; };
+  // K % 8 == 0: a 16-byte vector is all in or all out.
+  auto load_w = [&](int64_t k, int j) { return k < K && w_ok[j] ? ld_stream(Wg + j * w8 + k) : zero; };
+  auto load_x = [&](int64_t k, bool ok, int64_t off) {
+    return k < K && ok ? __ldg(reinterpret_cast<const uint4*>(Xg + off + k)) : zero;
+  };
+  // Accumulator faults "after k-step t" (64-wide): the chunk 2t's warp.
+  auto inject = [&](int q) {
+    if constexpr (INJECT) {
       for (int i = 0; i < args.n_inj; ++i) {
         const Injection& inj = args.inj[i];
         if (inj.step < 0 || 2 * inj.step != q) continue;
@@ -137,70 +120,82 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_s
       }
     }
   };
+  auto a_frag = [](const uint4& xa, const uint4& xb, int s, uint32_t (&a)[1][4]) {
+    a[0][0] = word(xa, 2 * s); a[0][1] = word(xb, 2 * s); a[0][2] = word(xa, 2 * s + 1); a[0][3] = word(xb, 2 * s + 1);
+  };
   if constexpr (DEPTH == 1) {
     // One chunk's loads per warp in flight (4 KB; loading two before use spilled at 128 registers
     // and measured slower: NOTES_gemm.md, run 13c).
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     for (int i = 0; i < nit; ++i) {
-      const int q = q_begin + warp + NW * i;
-      const int64_t k = (int64_t)q * KQ + 8 * c;
-      const bool k_ok = k < K;  // K % 8 == 0: a 16-byte vector is all in or all out
+      const int64_t k = k_of(i);
       uint4 wv[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = k_ok && w_ok[j] ? ld_stream(Wg + j * w8 + k) : zero;
-      const uint4 xa = k_ok && xa_ok ? __ldg(reinterpret_cast<const uint4*>(Xg + k)) : zero;
-      const uint4 xb = k_ok && xb_ok ? __ldg(reinterpret_cast<const uint4*>(Xg + x8 + k)) : zero;
-      compute(wv, xa, xb, q);
+      for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
+      const uint4 xa = load_x(k, xa_ok, 0), xb = load_x(k, xb_ok, x8);
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        uint32_t a[1][4], bf[8][2];
+        a_frag(xa, xb, s, a);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) { bf[j][0] = word(wv[j], 2 * s); bf[j][1] = word(wv[j], 2 * s + 1); }
+        mma_step<T, 1, PROTECT>(f, a, bf);
+      }
+      inject(q_begin + warp + NW * i);
     }
   } else {
-    // The warp's ring: stage s at ring + s * STAGE_BYTES, 512-byte rows of 32 lanes x 16 bytes
-    // (W block j at row j, x rows g and g + 8 at rows 8 and 9): conflict-free both ways.
-    const uint32_t ring = smem_u32(region + warp * REGION4) + 16 * lane;
-    auto issue = [&](int i) {
-      const int64_t k = (int64_t)(q_begin + warp + NW * i) * KQ + 8 * c;
-      const bool k_ok = k < K;
-      const uint32_t dst = ring + (i % DEPTH) * STAGE_BYTES;
+    uint4 wv[8], xa, xb;
+    if (nit > 0) {
+      const int64_t k = k_of(0);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const bool ok = k_ok && w_ok[j];
-        cp_async16(dst + 512 * j, ok ? Wg + j * w8 + k : Wg, ok ? 16u : 0u);
-      }
-      cp_async16(dst + 512 * 8, k_ok && xa_ok ? Xg + k : Xg, k_ok && xa_ok ? 16u : 0u);
-      cp_async16(dst + 512 * 9, k_ok && xb_ok ? Xg + x8 + k : Xg, k_ok && xb_ok ? 16u : 0u);
-    };
-#pragma unroll
-    for (int i = 0; i < DEPTH - 1; ++i) {  // one commit group per chunk, empty past the end
-      if (i < nit) issue(i);
-      cp_async_commit();
+      for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
+      xa = load_x(k, xa_ok, 0);
+      xb = load_x(k, xb_ok, x8);
     }
     for (int i = 0; i < nit; ++i) {
-      // Chunk i + DEPTH - 1 goes into the stage chunk i - 1 used: its values were consumed by the
-      // MMAs of the previous iteration (register dependency), so the overwrite cannot race them.
-      if (i + DEPTH - 1 < nit) issue(i + DEPTH - 1);
-      cp_async_commit();
-      cp_async_wait<DEPTH - 1>();  // chunk i has landed
-      const uint32_t src = ring + (i % DEPTH) * STAGE_BYTES;
-      uint4 wv[8];
+      const int64_t kn = i + 1 < nit ? k_of(i + 1) : K;  // K: nothing more to load
+      uint32_t a[2][1][4];
+      a_frag(xa, xb, 0, a[0]);
+      a_frag(xa, xb, 1, a[1]);
+      xa = load_x(kn, xa_ok, 0);
+      xb = load_x(kn, xb_ok, x8);
+      float2 v[2][2];  // checksum sums [k16 step][register]
 #pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = lds128(src + 512 * j);
-      compute(wv, lds128(src + 512 * 8), lds128(src + 512 * 9), q_begin + warp + NW * i);
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          Elem<T>::mma(f.acc[0][j], a[s][0], word(wv[j], 2 * s), word(wv[j], 2 * s + 1));
+          if constexpr (PROTECT) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float2 u = Elem<T>::unpack(word(wv[j], 2 * s + r));
+              if (j == 0) v[s][r] = u;
+              else { v[s][r].x += u.x; v[s][r].y += u.y; }
+            }
+          }
+        }
+        wv[j] = load_w(kn, j);
+      }
+      if constexpr (PROTECT) {
+        check_step<T, 1>(f, a[0], v[0]);
+        check_step<T, 1>(f, a[1], v[1]);
+      }
+      inject(q_begin + warp + NW * i);
     }
-    cp_async_wait<0>();  // the ring becomes this warp's partial
   }
 
   // ------------------------------------------------------------- combine: warps, then the cluster
-  write_partial<T, 1>(f, 0, reinterpret_cast<float*>(region + warp * REGION4) + lane);
+  write_partial<T, 1>(f, 0, part + warp * PART + lane);
   __syncthreads();
   if (S > 1) cluster_wait();
-  float4* p4 = region;  // the combined partial lands in warp 0's region
+  float4* p4 = reinterpret_cast<float4*>(part);
   // Non-leaders: this CTA's slot in the leader's shared memory, and the leader's mbarrier.
-  const uint32_t slot = rank ? mapa(smem_u32(pushed_parts + (rank - 1) * PART / 4), 0) : 0u;
+  const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * PART / 4), 0) : 0u;
   const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
   for (int e = tid; e < PART / 4; e += THREADS) {
     const int r = 4 * e / 32;
     float4 v = p4[e];
 #pragma unroll
-    for (int w = 1; w < NW; ++w) v = combine4(r, v, region[w * REGION4 + e]);
+    for (int w = 1; w < NW; ++w) v = combine4(r, v, p4[w * PART / 4 + e]);
     if (rank == 0) p4[e] = v;
     else st_async_v4(slot + 16 * e, pushed, v);
   }
@@ -211,7 +206,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_s
     for (int e = tid; e < PART / 4; e += THREADS) {
       const int r = 4 * e / 32;
       float4 v = p4[e];
-      for (int s = 1; s < S; ++s) v = combine4(r, v, pushed_parts[(s - 1) * PART / 4 + e]);
+      for (int s = 1; s < S; ++s) v = combine4(r, v, p4[(NW + s - 1) * PART / 4 + e]);
       p4[e] = v;
     }
   }
@@ -225,7 +220,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_s
   if (warp == 0) {
     float v[NREG];
 #pragma unroll
-    for (int r = 0; r < NREG; ++r) v[r] = reinterpret_cast<const float*>(p4)[r * 32 + lane];
+    for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
     check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
   }
   if constexpr (PROTECT) {
@@ -248,9 +243,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && DEPTH <= 2 ? 2 : 1) gemm_s
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
 int launch(const Args* a) {
   auto kern = gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>;
-  const size_t smem = smem_bytes(DEPTH, NW, a->split);
-  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>>(
-          smem_bytes(DEPTH, NW, MAX_SPLIT), true))
+  const size_t smem = smem_bytes(NW, a->split);
+  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>>(smem_bytes(NW, MAX_SPLIT), true))
     return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
   return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, *a);
@@ -272,7 +266,8 @@ int dispatch(const Args* a) {
 
 // The streaming thread-scheme kernel: any M (one CTA row per 16 rows of x: it is meant for
 // M <= 16, where W is read once); 16-byte aligned x and W rows (K and the row strides % 8 == 0);
-// `stages` = chunks per warp ring (1: straight into registers; 2: cp.async ring); `warps` 8 or 16.
+// `stages` 1 (load, then compute) or 2 (rolling: the next chunk loads while this one computes);
+// `warps` 8 or 16.
 extern "C" int ft_gemm_stream(const ftg::Args* a) {
   using namespace ftg;
   const int s = a->split;

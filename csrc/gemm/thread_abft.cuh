@@ -49,6 +49,43 @@ template <int MT> struct Frag {
   }
 };
 
+// The check MMAs of one k16 step: v[r] = the fp32 sums over the 8 n8 blocks of the thread's B
+// fragment register r (the strided checksum, summed j = 0..7 in order), split into 16-bit parts so
+// the MMA is exact to fp32; x row sums (an MMA against ones) and packed row extrema.
+template <typename T, int MT>
+__device__ __forceinline__ void check_step(Frag<MT>& f, const uint32_t (&a)[MT][4], const float2 (&v)[2]) {
+  uint32_t hi[2], mid[2], lo[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    hi[r] = Elem<T>::pack(v[r].x, v[r].y);
+    const float2 h = Elem<T>::unpack(hi[r]);
+    const float r0 = v[r].x - h.x, r1 = v[r].y - h.y;
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      mid[r] = Elem<T>::pack(r0, r1);
+      const float2 m = Elem<T>::unpack(mid[r]);
+      lo[r] = Elem<T>::pack(r0 - m.x, r1 - m.y);
+    } else {  // fp16: scale the residual out of the subnormal range
+      mid[r] = Elem<T>::pack(r0 * 2048.f, r1 * 2048.f);
+      lo[r] = 0u;
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    Elem<T>::mma(f.chk[mt], a[mt], hi[0], hi[1]);
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      Elem<T>::mma(f.chk[mt], a[mt], mid[0], mid[1]);
+      Elem<T>::mma(f.chk[mt], a[mt], lo[0], lo[1]);
+    } else {
+      Elem<T>::mma(f.chk2[mt], a[mt], mid[0], mid[1]);
+    }
+    Elem<T>::mma(f.sx[mt], a[mt], Elem<T>::kOnes, Elem<T>::kOnes);
+    f.mx[mt][0] = hmax2<T>(f.mx[mt][0], hmax2<T>(a[mt][0], a[mt][2]));
+    f.mx[mt][1] = hmax2<T>(f.mx[mt][1], hmax2<T>(a[mt][1], a[mt][3]));
+    f.mn[mt][0] = hmin2<T>(f.mn[mt][0], hmin2<T>(a[mt][0], a[mt][2]));
+    f.mn[mt][1] = hmin2<T>(f.mn[mt][1], hmin2<T>(a[mt][1], a[mt][3]));
+  }
+}
+
 // One k16 step: a[mt] the A fragments of the m16 blocks, b[j] = W[8j + g][k16 slice] as B fragments.
 template <typename T, int MT, bool PROTECT>
 __device__ __forceinline__ void mma_step(Frag<MT>& f, const uint32_t (&a)[MT][4], const uint32_t (&b)[8][2]) {
@@ -57,42 +94,17 @@ __device__ __forceinline__ void mma_step(Frag<MT>& f, const uint32_t (&a)[MT][4]
 #pragma unroll
     for (int j = 0; j < 8; ++j) Elem<T>::mma(f.acc[mt][j], a[mt], b[j][0], b[j][1]);
   if constexpr (PROTECT) {
-    uint32_t hi[2], mid[2], lo[2];
+    float2 v[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float2 v = Elem<T>::unpack(b[0][r]);
+      v[r] = Elem<T>::unpack(b[0][r]);
 #pragma unroll
       for (int j = 1; j < 8; ++j) {
         const float2 u = Elem<T>::unpack(b[j][r]);
-        v.x += u.x; v.y += u.y;
-      }
-      hi[r] = Elem<T>::pack(v.x, v.y);
-      const float2 h = Elem<T>::unpack(hi[r]);
-      const float r0 = v.x - h.x, r1 = v.y - h.y;
-      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        mid[r] = Elem<T>::pack(r0, r1);
-        const float2 m = Elem<T>::unpack(mid[r]);
-        lo[r] = Elem<T>::pack(r0 - m.x, r1 - m.y);
-      } else {  // fp16: scale the residual out of the subnormal range
-        mid[r] = Elem<T>::pack(r0 * 2048.f, r1 * 2048.f);
-        lo[r] = 0u;
+        v[r].x += u.x; v[r].y += u.y;
       }
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      Elem<T>::mma(f.chk[mt], a[mt], hi[0], hi[1]);
-      if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-        Elem<T>::mma(f.chk[mt], a[mt], mid[0], mid[1]);
-        Elem<T>::mma(f.chk[mt], a[mt], lo[0], lo[1]);
-      } else {
-        Elem<T>::mma(f.chk2[mt], a[mt], mid[0], mid[1]);
-      }
-      Elem<T>::mma(f.sx[mt], a[mt], Elem<T>::kOnes, Elem<T>::kOnes);
-      f.mx[mt][0] = hmax2<T>(f.mx[mt][0], hmax2<T>(a[mt][0], a[mt][2]));
-      f.mx[mt][1] = hmax2<T>(f.mx[mt][1], hmax2<T>(a[mt][1], a[mt][3]));
-      f.mn[mt][0] = hmin2<T>(f.mn[mt][0], hmin2<T>(a[mt][0], a[mt][2]));
-      f.mn[mt][1] = hmin2<T>(f.mn[mt][1], hmin2<T>(a[mt][1], a[mt][3]));
-    }
+    check_step<T, MT>(f, a, v);
   }
 }
 
