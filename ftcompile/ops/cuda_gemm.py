@@ -51,14 +51,14 @@ FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
-STREAM_WARPS = 8  # warps of the streaming thread kernel (csrc/gemm/stream_gemm.cu), all across K
-# Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block and W
-# is under STREAM_MAX_W_BYTES: its fixed per-call cost is the lowest, but its register-path loads
-# stream slower than TMA, so large weights go to the ring kernel; measured, NOTES_gemm.md run 13),
-# or "stream" / "ring" to force one.
+# Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
+# warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
+# M <= 16 shape measured, and has the lower fixed cost; NOTES_gemm.md run 14), or "stream" /
+# "ring" to force one.
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
-STREAM_MAX_W_BYTES = 32 << 20
-STREAM_DEPTH = int(os.environ.get("FTCOMPILE_STREAM_DEPTH", "1"))  # see stream_depth
+# Weights from this size on are streamed by the rolling loop and, where one CTA per SM covers the
+# grid, by 16 warps per CTA; smaller ones (GPT-2 layers) are faster with 8 warps and depth 1.
+STREAM_BIG_W_BYTES = 4 << 20
 SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
 THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
@@ -353,27 +353,24 @@ def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None)
         raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring)")
     if kind != "auto":
         return kind
-    return "stream" if m <= 16 and wb * n * k * 2 < STREAM_MAX_W_BYTES else "ring"
+    return "stream" if m <= 16 else "ring"
 
 
 @functools.lru_cache(maxsize=4096)
-def stream_depth(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
-    """Chunks in each warp's cp.async ring of the streaming kernel (1: loads straight into
-    registers, one chunk in flight per warp)."""
-    return STREAM_DEPTH
-
-
-@functools.lru_cache(maxsize=4096)
-def stream_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
-    """CTAs per cluster sharing K in the streaming kernel: doubled while the CTAs stay at most one
-    per SM and each warp keeps about one 32-wide k chunk (the sweep of run 13: 4096x4096 best at
-    128 CTAs, not 256; 768x768 and 768x3072 best with 48 and 96)."""
+def stream_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int, int]:
+    """(split, stages, warps) of the streaming kernel (the sweeps of runs 13 and 14): 16 warps per
+    CTA where the weight is big and one CTA per SM covers the tiles (16 warps loading per SM is
+    what streams near the copy rate), else 8 (two CTAs per SM); the rolling loop (stages 2) for
+    big weights; the K split over a cluster doubled while the CTAs stay at most one per SM and
+    each warp keeps about half a 32-wide k chunk or more."""
     ctas = math.ceil(n / N_TILE) * math.ceil(m / 16) * wb
+    big = wb * n * k * 2 >= STREAM_BIG_W_BYTES
+    warps = 16 if big and ctas <= num_sms else 8
     chunks = math.ceil(k / 32)
     split = 1
-    while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= STREAM_WARPS // 2:
+    while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= warps // 2:
         split *= 2
-    return split
+    return split, (2 if big else 1), warps
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -456,9 +453,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
     if stream:  # mtile, wm, nbox: the ring kernel's, unread here
-        a.split = split or stream_split(m, n, k, wb, a.num_sms)
-        a.stages = stages or stream_depth(m, n, k, wb, a.num_sms)
-        a.warps = warps or STREAM_WARPS
+        auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
+        a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
         chains = a.warps * a.split
         ws = _workspace("thread", dev, a.stream)
     elif thread:
