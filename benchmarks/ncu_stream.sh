@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Nsight Compute, one shape at M <= 16: cuBLAS, the streaming thread kernel off / on at each ring
-# depth, and the ring kernel, in one process (profiler range around the calls only). Prints each
-# kernel's duration, DRAM throughput and bytes, and its warp-state summary: where a memory-bound
-# call's time goes that graph timing alone does not say (NOTES_gemm.md, run 14).
+# Nsight Compute, one shape at M <= 16: cuBLAS, the streaming thread kernel off / on at each
+# depth (1, 2 = rolling) and warps per CTA (8, 16), and the ring kernel, in one process (profiler
+# range around the calls only). Prints each kernel's duration, DRAM throughput and bytes, and its
+# warp-state summary: where a memory-bound call's time goes that graph timing alone does not say
+# (NOTES_gemm.md, run 14).
 # Usage (device tool): bash benchmarks/ncu_stream.sh [M N K]   (1 file lands in $OUT)
 set -u
 cd "$(dirname "$0")/.."
@@ -20,8 +21,9 @@ import torch
 from bench_gemm import Runner, make_sets
 r = Runner()
 x, w, b = make_sets($M, $N, $K, torch.bfloat16, budget=1)[0]
-calls = [("cublas", None, {})] + [(v, "linear_thread", dict(kernel="stream", stages=d)) for d in (1, 2, 4)
-                                  for v in ("off", "on")] + [("on", "linear_thread", dict(kernel="ring"))]
+calls = [("cublas", None, {})] + [(v, "linear_thread", dict(kernel="stream", stages=d, warps=w))
+                                  for d, w in ((1, 8), (2, 8), (1, 16), (2, 16)) for v in ("off", "on")]
+calls += [("on", "linear_thread", dict(kernel="ring"))]
 fns = [r.variant(name, op, **kw) for name, op, kw in calls]
 for f in fns:  # warm-up: build, caches, workspaces
     f(x, w, b)

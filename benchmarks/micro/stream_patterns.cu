@@ -6,7 +6,8 @@
 //   1 rows:   a warp instruction reads 512 contiguous bytes of one row; warp w owns rows 8w..8w+7,
 //             DEPTH x 8 loads in flight per lane
 //   2 linear: the weight as one flat array, 4 KB per warp step, grid-stride (the copy-like ceiling)
-//   3 frag through a per-warp cp.async ring of DEPTH chunks in shared memory (stream_gemm.cu, depth > 1)
+//   3 frag through a per-warp cp.async ring of DEPTH chunks in shared memory (what stream_gemm.cu
+//             tried in run 14a, NOTES_gemm.md)
 // Build and run: nvcc -O3 -arch=sm_90a -o /tmp/sp stream_patterns.cu && /tmp/sp
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -397,7 +397,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
-    kernel, split, stages (its ring depth) and warps (per CTA) the streaming one."""
+    kernel, split, stages (1, or 2 for its rolling loop) and warps (8, 16 per CTA) the
+    streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
