@@ -232,7 +232,7 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--parts", default="global,thread,square,sweep",
-                    help="comma list of: global, thread, square, sweep, stream (streaming kernel depth x split)")
+                    help="comma list of: global, thread, square, sweep, stream (streaming kernel depth x warps x split)")
     ap.add_argument("--sweep-shapes", default=None,
                     help="MxNxK,... for the thread configuration sweep (default: LLM shapes)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
@@ -400,7 +400,7 @@ def main():
                         "gemm_bench.json)",
                         ["shape", "auto", "auto µs", "best", "best µs", "% copy BW"], sweep))
 
-    # ---- streaming kernel: ring depth x cluster split at M <= 16 (run 14)
+    # ---- streaming kernel: depth x warps per CTA x cluster split at M <= 16 (run 14)
     stream_lines = []
     stream_shapes = [(1, 4096, 4096), (16, 4096, 4096), (1, 11008, 4096), (1, 4096, 11008), (1, 14336, 4096),
                      (1, 4096, 14336), (16, 14336, 4096), (1, 768, 768), (1, 2304, 768), (16, 768, 3072)]
@@ -430,7 +430,7 @@ def main():
                              f"{100 * (ms / off - 1):.1f}%"])
         print(" | ".join(stream_lines[-1]), flush=True)
         del sets
-    md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split k per ring depth d "
+    md.append(fmt_table("Streaming thread kernel (bf16, protected, µs): best cluster split k per depth d "
                         "(d1: load, then compute; d2: the next chunk loads while this one computes) and warps per CTA w; "
                         "'off' and the ratios at the best",
                         ["shape", "cuBLAS", "auto", "d1 w8", "d2 w8", "d1 w16", "d2 w16", "off", "best/cuBLAS",

@@ -7,7 +7,7 @@
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
-#    global = its compute-bound table, stream = the streaming kernel's ring depth x split at M <= 16)
+#    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."

@@ -7,15 +7,10 @@
 #   3 files land in $OUT: ncu_details_attn_<cfg>.txt, ncu_hot_attn_<cfg>.txt, ncu_source_attn_<cfg>.csv.gz
 #   (the per-line SASS counts and samples, for reading offline)
 set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/ftcompile_out}
-mkdir -p "$OUT" /tmp/ncu
 CFG=${1:-16x64 s4096}
 tag=attn_$(echo "$CFG" | tr -c 'A-Za-z0-9\n' '_')
-export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext} MAX_JOBS=16 FTCOMPILE_ATTN_KERNEL=${KERNEL:-auto}
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ncu/env.log 2>&1
-python3 -c "import ftcompile.ops.cuda_attention as ca; ca.library()" >> /tmp/ncu/env.log 2>&1
-NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+export FTCOMPILE_ATTN_KERNEL=${KERNEL:-auto}
+source "$(dirname "$0")/ncu_env.sh" attention
 "$NCU_BIN" --clock-control none -k regex:attn_fwd_ --launch-count 2 --set full --import-source no -f \
   -o /tmp/ncu/$tag python3 benchmarks/bench_attention.py --profile "$CFG" > /tmp/ncu/run.log 2>&1
 "$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1

@@ -7,9 +7,6 @@
 #   (SCHEME: the global kernel (default) or one of the thread scheme's two; 2 files land in $OUT:
 #   ncu_details_<scheme>_<shape>.txt, ncu_hot_<scheme>_<shape>.txt; report and CSV stay in /tmp/ncu)
 set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/ftcompile_out}
-mkdir -p "$OUT" /tmp/ncu
 M=${1:-4096} N=${2:-4096} K=${3:-4096}
 SCHEME=${SCHEME:-global}
 case $SCHEME in
@@ -19,10 +16,7 @@ case $SCHEME in
   *) echo "SCHEME must be global, ring or stream"; exit 2 ;;
 esac
 tag=${SCHEME}_${M}x${N}x${K}
-export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext} MAX_JOBS=16
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ncu/env.log 2>&1
-python3 -c "from ftcompile.ops import cuda_gemm as c; print(c.build())" >> /tmp/ncu/env.log 2>&1
-NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/ncu_env.sh" gemm
 cat > /tmp/ncu_gemm_run.py <<EOF
 import sys; sys.path.insert(0, "benchmarks")
 import torch

@@ -6,15 +6,9 @@
 # (NOTES_gemm.md, run 14).
 # Usage (device tool): bash benchmarks/ncu_stream.sh [M N K]   (1 file lands in $OUT)
 set -u
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/ftcompile_out}
-mkdir -p "$OUT" /tmp/ncu
 M=${1:-1} N=${2:-4096} K=${3:-4096}
 tag=${M}x${N}x${K}
-export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_ext} MAX_JOBS=16
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ncu/env.log 2>&1
-python3 -c "from ftcompile.ops import cuda_gemm as c; print(c.build())" >> /tmp/ncu/env.log 2>&1
-NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/ncu_env.sh" gemm
 cat > /tmp/ncu_stream_run.py <<PY
 import sys; sys.path.insert(0, "benchmarks")
 import torch

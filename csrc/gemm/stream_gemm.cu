@@ -107,6 +107,12 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   auto load_x = [&](int64_t k, bool ok, int64_t off) {
     return k < K && ok ? __ldg(reinterpret_cast<const uint4*>(Xg + off + k)) : zero;
   };
+  auto load_chunk = [&](int64_t k, uint4 (&wv)[8], uint4& xa, uint4& xb) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
+    xa = load_x(k, xa_ok, 0);
+    xb = load_x(k, xb_ok, x8);
+  };
   // Accumulator faults "after k-step t" (64-wide): the chunk 2t's warp.
   auto inject = [&](int q) {
     if constexpr (INJECT) {
@@ -127,11 +133,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     // One chunk's loads per warp in flight (4 KB; loading two before use spilled at 128 registers
     // and measured slower: NOTES_gemm.md, run 13c).
     for (int i = 0; i < nit; ++i) {
-      const int64_t k = k_of(i);
-      uint4 wv[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
-      const uint4 xa = load_x(k, xa_ok, 0), xb = load_x(k, xb_ok, x8);
+      uint4 wv[8], xa, xb;
+      load_chunk(k_of(i), wv, xa, xb);
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         uint32_t a[1][4], bf[8][2];
@@ -144,13 +147,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     }
   } else {
     uint4 wv[8], xa, xb;
-    if (nit > 0) {
-      const int64_t k = k_of(0);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
-      xa = load_x(k, xa_ok, 0);
-      xb = load_x(k, xb_ok, x8);
-    }
+    if (nit > 0) load_chunk(k_of(0), wv, xa, xb);
     for (int i = 0; i < nit; ++i) {
       const int64_t kn = i + 1 < nit ? k_of(i + 1) : K;  // K: nothing more to load
       uint32_t a[2][1][4];
@@ -164,14 +161,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
           Elem<T>::mma(f.acc[0][j], a[s][0], word(wv[j], 2 * s), word(wv[j], 2 * s + 1));
-          if constexpr (PROTECT) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const float2 u = Elem<T>::unpack(word(wv[j], 2 * s + r));
-              if (j == 0) v[s][r] = u;
-              else { v[s][r].x += u.x; v[s][r].y += u.y; }
-            }
-          }
+          if constexpr (PROTECT) add_block<T>(v[s], word(wv[j], 2 * s), word(wv[j], 2 * s + 1), j == 0);
         }
         wv[j] = load_w(kn, j);
       }

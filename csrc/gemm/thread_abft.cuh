@@ -86,6 +86,17 @@ __device__ __forceinline__ void check_step(Frag<MT>& f, const uint32_t (&a)[MT][
   }
 }
 
+// Block j's B fragment (b0, b1) into the strided checksum sums v[r] of one k16 step (j = 0 first).
+template <typename T>
+__device__ __forceinline__ void add_block(float2 (&v)[2], uint32_t b0, uint32_t b1, bool first) {
+  const float2 u0 = Elem<T>::unpack(b0), u1 = Elem<T>::unpack(b1);
+  if (first) {
+    v[0] = u0; v[1] = u1;
+  } else {
+    v[0].x += u0.x; v[0].y += u0.y; v[1].x += u1.x; v[1].y += u1.y;
+  }
+}
+
 // One k16 step: a[mt] the A fragments of the m16 blocks, b[j] = W[8j + g][k16 slice] as B fragments.
 template <typename T, int MT, bool PROTECT>
 __device__ __forceinline__ void mma_step(Frag<MT>& f, const uint32_t (&a)[MT][4], const uint32_t (&b)[8][2]) {
@@ -96,14 +107,7 @@ __device__ __forceinline__ void mma_step(Frag<MT>& f, const uint32_t (&a)[MT][4]
   if constexpr (PROTECT) {
     float2 v[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      v[r] = Elem<T>::unpack(b[0][r]);
-#pragma unroll
-      for (int j = 1; j < 8; ++j) {
-        const float2 u = Elem<T>::unpack(b[j][r]);
-        v[r].x += u.x; v[r].y += u.y;
-      }
-    }
+    for (int j = 0; j < 8; ++j) add_block<T>(v, b[j][0], b[j][1], j == 0);
     check_step<T, MT>(f, a, v);
   }
 }

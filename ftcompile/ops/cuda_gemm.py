@@ -457,12 +457,12 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
         a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
         chains = a.warps * a.split
-        ws = _workspace("thread", dev, a.stream)
     elif thread:
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
                                                                  wm, mtile)
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
+    if thread:
         ws = _workspace("thread", dev, a.stream)
     elif protect:
         ws, a.ws_rows, _ = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
