@@ -57,20 +57,19 @@ static bool make_maps(const HostArgs* a, Maps& m) {
   if (a->protect) {
     const int64_t rows = a->B * a->Hk * a->n_tiles * 8;
     const int64_t kc_dims[2] = {a->D, rows}, kc_str[2] = {1, a->D};
-    const int64_t vc_dims[2] = {kBlockN, rows}, vc_str[2] = {1, kBlockN};
+    // V^c [keys][8] in 64-column boxes (columns 8-63 zero-filled): the wgmma reads it as V's next box.
+    const int64_t vc_dims[2] = {8, rows * (kBlockN / 8)}, vc_str[2] = {1, 8};
     if (!sm90::make_tmap_16b(&m.kc, reinterpret_cast<const void*>(a->kc), 2, kc_dims, kc_str, 8) ||
-        !sm90::make_tmap_16b(&m.vc, reinterpret_cast<const void*>(a->vc), 2, vc_dims, vc_str, 8))
+        !sm90::make_tmap_16b(&m.vc, reinterpret_cast<const void*>(a->vc), 2, vc_dims, vc_str, kBlockN))
       return false;
   }
   return true;
 }
 
-// The kernel a call runs (variant 1 mma.sync, 2 wgmma; maps filled for 2), and with it the layout
-// the prepass writes the V checksums in; 0 where variant 2 was asked for and TMA cannot take it.
-static int choose_variant(const HostArgs* a, Params& p, Maps& maps) {
-  const int v = a->variant != 1 && make_maps(a, maps) ? 2 : a->variant == 2 ? 0 : 1;
-  p.vc_t = v == 2;
-  return v;
+// The kernel a call runs (variant 1 mma.sync, 2 wgmma; maps filled for 2); 0 where variant 2 was
+// asked for and TMA cannot take it.
+static int choose_variant(const HostArgs* a, Maps& maps) {
+  return a->variant != 1 && make_maps(a, maps) ? 2 : a->variant == 2 ? 0 : 1;
 }
 
 extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
@@ -80,7 +79,7 @@ extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   const bool prot = a->protect != 0;
   cudaError_t e;
   Maps maps;
-  a->variant = choose_variant(a, p, maps);
+  a->variant = choose_variant(a, maps);
   if (a->variant == 0) return EFTA_ERR_TMAP;
   if (a->variant == 2) {
     if (a->dtype == 0)
@@ -103,7 +102,7 @@ extern "C" EFTA_API int efta_attention_prepass(const HostArgs* a) {
   if (int rc = make_params(a, p)) return rc;
   if (!a->protect) return EFTA_ERR_ARGS;
   Maps maps;
-  if (choose_variant(a, p, maps) == 0) return EFTA_ERR_TMAP;
+  if (choose_variant(a, maps) == 0) return EFTA_ERR_TMAP;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
   cudaError_t e;
   if (a->dtype == 0) e = a->D == 64 ? prepass_bf16_64(p, s) : prepass_bf16_128(p, s);

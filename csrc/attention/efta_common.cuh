@@ -50,8 +50,7 @@ struct Params {
   // protection
   const void* kc;     // [B, Hk, n_tiles, 8, D] hi/lo strided checksums of K (prepass)
   const float* kn;    // [B, Hk, n_tiles, 4] sum of ||k||_2 per checksum group
-  const void* vc;     // checksum columns of V: [B, Hk, n_tiles*64, 8], or [B, Hk, n_tiles, 8, 64] (vc_t)
-  int vc_t;           // column-major V checksums (the wgmma kernel reads them as a K-major B operand)
+  const void* vc;     // checksum columns of V: [B, Hk, n_tiles*64, 8]
   float kc_unscale, vc1_unscale;
   float c_gemm;       // QK residual bound relative to ||q|| * sum ||k||
   float e_out;        // final-check bound relative to sum_k p_k sum_d |v_kd|

@@ -1098,12 +1098,7 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
       out[3] = out[4] = out[5] = Elem<T>::from_f(0.f);  // free columns
       out[6] = Elem<T>::from_f(key < p.Sk ? 1.f : 0.f);
       out[7] = Elem<T>::from_f(av * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
-      if (p.vc_t) {
-#pragma unroll
-        for (int c = 0; c < 8; ++c) vc[c * kBlockN + kl] = out[c];
-      } else {
-        *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
-      }
+      *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
     }
   }
   __syncthreads();

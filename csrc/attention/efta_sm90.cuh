@@ -5,7 +5,8 @@
 //
 //  * CTA = a producer warpgroup + kCons consumer warpgroups of 64 query rows each. The producer (one
 //    thread) streams K with its 8 checksum rows right behind it (so S^c comes out of the same wgmma:
-//    N = 64 + 8), V and the V checksum columns through a ring of kStages slots.
+//    N = 64 + 8), V with its 8 checksum columns right behind it (O^c out of the PV wgmma: N = D + 8)
+//    through a ring of kStages slots.
 //  * Per key tile t a consumer warpgroup issues S(t) = Q K(t)^T, then O += P(t-1) V(t-1), waits for
 //    S(t) only and runs tile t's softmax and checks while PV(t-1) is on the tensor cores.
 //  * An alarmed tile is recomputed before its P reaches O, and the recomputed tile is what continues
@@ -36,15 +37,18 @@ struct Lay {
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
   // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
   // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
-  // (d=64: ~107 KB, d=128: ~182 KB).
+  // (protected: d=64 ~133 KB, d=128 ~202 KB).
   static constexpr int kStages = 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   static constexpr int kKHalf = (kBlockN + (kProtect ? 8 : 0)) * 128;  // K rows, then the K^c rows
   static constexpr int kK = kHalves * kKHalf;
   static constexpr int kVHalf = kBlockN * 128;
   static constexpr int kV = kHalves * kVHalf;
-  static constexpr int kVc = kProtect ? 8 * kBlockN * 2 : 0;  // [8 columns][64 keys]
-  static constexpr int kStage = kK + kV + kVc;                 // a multiple of 1024 (swizzle atoms)
+  // V^c: the 8 checksum columns of the tile's keys as one more 64-column box of V (columns 8-63 are
+  // the TMA's zero fill, never read): the PV wgmma reads [V | V^c] as N = D + 8 columns, one wgmma
+  // per k-step. (A K-major m64n8 wgmma of its own cost 4 wgmmas and their descriptors per tile.)
+  static constexpr int kVc = kProtect ? kVHalf : 0;
+  static constexpr int kStage = kK + kV + kVc;  // a multiple of 1024 (swizzle atoms)
   // How an alarmed tile is recomputed. The warp alone, out of line, at d=128 (no vote per tile:
   // -2..-5 % time). Not at d=64: at 160 registers per thread the call's live state spilled inside
   // the loop (22 local-memory requests per tile, +1..+2.5 % time; NOTES_attention.md B10), so there
@@ -55,14 +59,14 @@ struct Lay {
   static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
 };
 
-// O += P V and O^c += P V^c of one key tile (P in registers; dv, dvc: the slot's V (N-major) and
-// V^c (K-major) descriptors), asynchronous.
+// O += P V and O^c += P V^c of one key tile (P in registers; dv: the slot's [V | V^c] descriptor,
+// N-major), asynchronous.
 template <typename T, int D, bool kProtect>
-__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv, uint64_t dvc) {
+__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
-    if constexpr (kProtect) wgmma_rs<T, 8, 0>(&st.oc[0][0], pa[0][kk], desc_add(dvc, kk * 32));
+    if constexpr (kProtect) wgmma_rs_cs<T, D + 8>(&st.o[0][0][0], &st.oc[0][0], pa[0][kk], desc_add(dv, kk * 2048));
+    else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
   }
 }
 
@@ -160,8 +164,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   const int64_t tile_base = (int64_t)(cx.b * p.Hk + cx.h / (p.Hq / p.Hk)) * p.n_tiles;
   const uint32_t ring0 = smem_u32(ring.base);
   // Descriptors of slot 0 (per tile: + the slot's offset + the k-step's), built once.
-  const uint64_t dq = desc_k_sw128(sq), dk = desc_k_sw128(ring0), dv = desc_mn_sw128(ring0 + L::kK, L::kVHalf),
-                 dvc = desc_k_sw128(ring0 + L::kK + L::kV);
+  const uint64_t dq = desc_k_sw128(sq), dk = desc_k_sw128(ring0), dv = desc_mn_sw128(ring0 + L::kK, L::kVHalf);
   int slot = pos0 % S;  // ring position of tile t: slot and phase parity, advanced with t
   uint32_t par = (uint32_t)((pos0 / S) & 1);
 
@@ -187,7 +190,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
       mbar_wait(&ring.vfull[p_slot], p_par);
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
-      issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage), desc_add(dvc, p_slot * L::kStage));
+      issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
       wgmma_commit();
       have_p = false;
       wgmma_wait<1>();
@@ -285,7 +288,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   if (have_p) {
     mbar_wait(&ring.vfull[p_slot], p_par);
     wgmma_fence();
-    issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage), desc_add(dvc, p_slot * L::kStage));
+    issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence<D / 2>(&st.o[0][0][0]);
@@ -372,7 +375,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           for (int hh = 0; hh < L::kHalves; ++hh)
             tma_load_4d(st + L::kK + hh * L::kVHalf, &tmV, &ring.vfull[slot], hh * 64, t * kBlockN, hk, b);
           if constexpr (kProtect)
-            tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * 8));
+            tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
         }
       }
       __syncwarp();
