@@ -629,9 +629,17 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
 
 // Online softmax update (Algorithm 1, lines 17-20): m, l, the row-sum lower bound, O (and O^c)
 // rescaled; the rowsum and rescale injection hooks of tile cx.t.
-template <int D, bool kProtect, bool kHooks, int MT>
+// kSkipSame (the wgmma kernel): where no row of the warp has a new max, every alpha is ex2(0) = 1 and
+// the rescale of O would leave it bit for bit as it is, so it is skipped (a warp-uniform branch;
+// after the first tiles a row's max rarely moves). The mma.sync kernel keeps the multiplies: the
+// branch cost it 36 B more spills and ~2 % (NOTES_attention.md B16).
+template <int D, bool kProtect, bool kHooks, int MT, bool kSkipSame = false>
 __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT>& to, const Ctx& cx) {
   const int lane = cx.lane, tq = lane & 3;
+  bool same = kSkipSame;
+#pragma unroll
+  for (int rr = 0; rr < 2 * MT; ++rr) same &= st.m[rr] == to.m_new[rr] && st.m[rr] != -INFINITY;
+  const bool rescale = !kSkipSame || !__all_sync(kFull, same);
   float alpha[2 * MT];
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -662,15 +670,17 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
           }
       });
   }
+  if (rescale) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
+      for (int nt = 0; nt < D / 8; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= alpha[2 * mt + (e >> 1)];
-    if constexpr (kProtect) {
+        for (int e = 0; e < 4; ++e) st.o[mt][nt][e] *= alpha[2 * mt + (e >> 1)];
+      if constexpr (kProtect) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st.oc[mt][e] *= alpha[2 * mt + (e >> 1)];
+        for (int e = 0; e < 4; ++e) st.oc[mt][e] *= alpha[2 * mt + (e >> 1)];
+      }
     }
   }
   if constexpr (kProtect && kHooks) {

@@ -271,7 +271,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     }
     if (again) continue;  // tile t once more: its slot is released only after its PV
 
-    online_update<D, kProtect, kHooks>(st, to, cx);
+    online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
     // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
     // own registers and ~20 moves per tile into pa.
     pack_p<T>(s, pa);
