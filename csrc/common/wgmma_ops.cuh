@@ -111,7 +111,7 @@ __device__ __forceinline__ void wgmma_rs_cs_m64n72k16_bf16(float* d, float* dc, 
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"
+      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
       "wgmma.mma_async.sync.aligned.m64n72k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n"
       "}\n"
@@ -129,7 +129,7 @@ __device__ __forceinline__ void wgmma_rs_cs_m64n136k16_bf16(float* d, float* dc,
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"
+      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
       "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1, 1;\n"
       "}\n"
@@ -248,7 +248,7 @@ __device__ __forceinline__ void wgmma_rs_cs_m64n72k16_f16(float* d, float* dc, c
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"
+      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
       "wgmma.mma_async.sync.aligned.m64n72k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, {%36, %37, %38, %39}, %40, p, 1, 1, 1;\n"
       "}\n"
@@ -266,7 +266,7 @@ __device__ __forceinline__ void wgmma_rs_cs_m64n136k16_f16(float* d, float* dc, 
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"
+      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
       "wgmma.mma_async.sync.aligned.m64n136k16.f32.f16.f16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67}, {%68, %69, %70, %71}, %72, p, 1, 1, 1;\n"
       "}\n"
