@@ -1132,9 +1132,10 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
     launch_prepass<T, D>(p, stream);
   }
   constexpr size_t smem = smem_bytes<T, D, kProtect, MT>();
-  if (cudaError_t e = sm90::allow_smem<attn_fwd_kernel<T, D, kProtect, MT>>(smem)) return e;
+  constexpr auto kern = &attn_fwd_kernel<T, D, kProtect, MT>;
+  if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((p.Sq + block_m<MT>() - 1) / block_m<MT>(), p.Hq, p.B);
-  attn_fwd_kernel<T, D, kProtect, MT><<<grid, kThreads, smem, stream>>>(p);
+  kern<<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -457,12 +457,12 @@ template <typename T, int D, bool kProtect>
 cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
   using L = Lay<D, kProtect>;
   if constexpr (kProtect) launch_prepass<T, D>(p, stream);
-  if (cudaError_t e = sm90::allow_smem<attn_fwd_sm90<T, D, kProtect>>(L::kSmem)) return e;
+  constexpr auto kern = &attn_fwd_sm90<T, D, kProtect>;
+  if (cudaError_t e = sm90::allow_smem<kern>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
   // Protected: launched while the prepass finishes (programmatic dependent launch); its threads wait
   // for the prepass where they first read what it writes.
-  return sm90::launch_ex(attn_fwd_sm90<T, D, kProtect>, grid, L::kThreadsH, L::kSmem, stream, 1, kProtect, m.q, m.k,
-                         m.v, m.kc, m.vc, p);
+  return sm90::launch_ex(kern, grid, L::kThreadsH, L::kSmem, stream, 1, kProtect, m.q, m.k, m.v, m.kc, m.vc, p);
 }
 
 }  // namespace h90

@@ -625,8 +625,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 template <typename T, bool PROTECT, bool INJECT>
 int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
-  auto kern = gemm_global_kernel<T, PROTECT, INJECT>;
-  if (cudaError_t e = sm90::allow_smem<gemm_global_kernel<T, PROTECT, INJECT>>(SMEM_BYTES)) return e;
+  constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT>;
+  if (cudaError_t e = sm90::allow_smem<kern>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;

@@ -1,7 +1,7 @@
 // One-sided thread-level ABFT linear y = x W^T + b for small M (decode): W streamed from global
 // memory straight into the registers the MMAs read, no shared-memory ring, no producer warp.
 //
-// CTA = 8 warps on one 64-column tile (8 n8 blocks) of one m16 block of x rows; K is split over
+// CTA = NW warps (8 or 16) on one 64-column tile (8 n8 blocks) of one m16 block of x rows; K is split over
 // the warps (32-wide k chunks, interleaved: neighbouring warps read neighbouring bytes of each
 // row) and over a cluster of `split` CTAs. A lane loads 16 bytes per n8 block and chunk:
 // W[8j + g][k + 8c .. k + 8c + 7] (g = lane / 4, c = lane % 4), and x rows g, g + 8 at the same
@@ -232,10 +232,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
 int launch(const Args* a) {
-  auto kern = gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>;
+  constexpr auto kern = &gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>;
   const size_t smem = smem_bytes(NW, a->split);
-  if (cudaError_t e = sm90::allow_smem<gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>>(smem_bytes(NW, MAX_SPLIT), true))
-    return e;
+  if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT), true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
   return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, *a);
 }

@@ -240,9 +240,9 @@ __global__ void __launch_bounds__(THREADS, 2)
 
 template <typename T, int MT, int NBOX, bool PROTECT>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
-  auto kern = gemm_thread_kernel<T, MT, NBOX, PROTECT>;
+  constexpr auto kern = &gemm_thread_kernel<T, MT, NBOX, PROTECT>;
   const size_t smem = smem_bytes<MT, NBOX>(a->stages, a->wm);
-  if (cudaError_t e = sm90::allow_smem<gemm_thread_kernel<T, MT, NBOX, PROTECT>>(smem, true)) return e;
+  if (cudaError_t e = sm90::allow_smem<kern>(smem, true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
                   (unsigned)a->batch);
   return launch_split(kern, grid, THREADS, smem, a->stream, a->split, tw, tx, *a);
