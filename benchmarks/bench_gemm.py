@@ -410,7 +410,7 @@ def main():
         cub = graph_time(runner.variant("cublas"), sets)
         by_depth = {}  # (depth, warps) -> (ms, split)
         for depth, warps in ((1, 8), (2, 8), (1, 16), (2, 16)):
-            for sp in (1, 2, 4, 8):
+            for sp in (range(1, 9) if (depth, warps) == (2, 8) else (1, 2, 4, 8)):  # d2 w8: any cluster size
                 if math.ceil(k / 32) < 4 * sp:
                     continue
                 ms = graph_time(runner.variant("on", "linear_thread", split=sp, stages=depth, kernel="stream",

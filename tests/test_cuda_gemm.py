@@ -368,11 +368,11 @@ def test_global_multicast_variant(dtype):
 @pytest.mark.parametrize("depth,warps", [(1, 8), (2, 8), (1, 16), (2, 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_stream_kernel_every_cluster_split(dtype, depth, warps):
-    """The streaming kernel splits K over 1-8 CTAs (the others push their partials into the
-    leader's shared memory), with 8 or 16 warps, loading a chunk then computing it (depth 1) or
-    loading the next chunk while this one computes (depth 2, bit-identical to depth 1): the same
-    numerics, checks and corrections for every split, with K tails, partial column tiles, and a
-    fault in the last CTA's K slice."""
+    """The streaming kernel splits K over 1-8 CTAs (any cluster size; the others push their
+    partials into the leader's shared memory), with 8 or 16 warps, loading a chunk then computing
+    it (depth 1) or loading the next chunk while this one computes (depth 2, bit-identical to
+    depth 1): the same numerics, checks and corrections for every split, with K tails, partial
+    column tiles, and a fault in the last CTA's K slice."""
     name = f"cu-stream-split-{dtype}-{depth}-{warps}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
@@ -381,7 +381,7 @@ def test_stream_kernel_every_cluster_split(dtype, depth, warps):
         x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
         ref = F.linear(x.double(), w.double(), b.double())
         torch_err = (F.linear(x, w, b).double() - ref).abs().max()
-        for split in (1, 2, 4, 8):
+        for split in (1, 2, 3, 4, 5, 8):
             run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect, split=split,
                                                      stages=depth, warps=warps, kernel="stream")
             for protect in (True, False):

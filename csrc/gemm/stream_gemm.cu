@@ -31,7 +31,7 @@ using namespace tabft;
 
 // NW = 8 or 16 warps per CTA, at most 128 registers: two CTAs of 8 warps or one of 16 per SM (the
 // loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14).
-constexpr int KQ = 32, MAX_SPLIT = 8;
+constexpr int KQ = 32, MAX_SPLIT = 8;  // any split 1-8: a cluster needs no power of two
 constexpr int PART = NREG * 32;  // floats of one partial (slot-major, lane-minor)
 
 struct Ctrl {
@@ -260,7 +260,7 @@ int dispatch(const Args* a) {
 extern "C" int ft_gemm_stream(const ftg::Args* a) {
   using namespace ftg;
   const int s = a->split;
-  if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (s != 1 && s != 2 && s != 4 && s != 8) ||
+  if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || s < 1 || s > stream::MAX_SPLIT ||
       a->stages < 1 || a->stages > 2 || (a->warps != 8 && a->warps != 16) ||
       a->x_rstride % 8 || a->w_rstride % 8 || a->x_bstride % 8 || a->w_bstride % 8 ||
       reinterpret_cast<uintptr_t>(a->x) % 16 || reinterpret_cast<uintptr_t>(a->w) % 16)
