@@ -88,6 +88,13 @@ __device__ __forceinline__ float4 lds128f(uint32_t addr) {
   return v;
 }
 
+// ---------------------------------------------------------------- programmatic dependent launch
+// A kernel launched with programmatic stream serialisation may start while the previous kernel
+// finishes; grid_dep_wait() blocks until that kernel has completed and its writes are visible (a
+// no-op otherwise). grid_dep_launch_dependents() lets the next kernel start launching now.
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+
 // ---------------------------------------------------------------- clusters: barrier, rank, multicast, DSMEM
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
@@ -98,13 +105,6 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-
-// ---------------------------------------------------------------- programmatic dependent launch
-// A kernel launched with programmatic stream serialisation may start while the previous kernel
-// finishes; grid_dep_wait() blocks until that kernel has completed and its writes are visible (a
-// no-op otherwise). grid_dep_launch_dependents() lets the next kernel start launching now.
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_dep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
 __device__ __forceinline__ void cluster_sync() {
   cluster_arrive();
   cluster_wait();
