@@ -3,11 +3,13 @@
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
-#                                                   [sweep] [global] [stream]
+#                                                   [sweep] [global] [stream] [phases]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
-#    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16)
+#    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16,
+#    phases = where a streaming-kernel CTA's time goes, from a diagnostic build with timestamps;
+#    alone, it skips building the production libraries)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,8 +26,13 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >> "$OUT/env.log" 
 python3 -c "import torch; torch._dynamo.lookup_backend('ft'); print('backend ft registered')" >> "$OUT/env.log" 2>&1
 
 stamp "build"
-( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) > "$OUT/build.log" 2>&1 &
-( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
+: > "$OUT/build.log"
+[ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
+[ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
+case " $parts " in *" phases "*)  # the diagnostic build too, alongside (stream_phases.py then finds it built)
+  ( timeout 300 python3 -c "from ftcompile.ops import cuda; print('stamps', cuda.build_library('gemm', \
+      'ftcompile_gemm_sm90a_stamps', extra_cuda_cflags=['-DFTG_STREAM_STAMPS']))" ) >> "$OUT/build.log" 2>&1 & ;;
+esac
 wait
 stamp "built"
 
@@ -54,6 +61,8 @@ for part in $parts; do
            stamp "sweep rc=$?" ;;
     stream) timeout 240 python3 benchmarks/bench_gemm.py --parts stream --out "$OUT/stream" > "$OUT/stream.log" 2>&1
             stamp "stream rc=$?" ;;
+    phases) timeout 360 python3 benchmarks/stream_phases.py --out "$OUT" > "$OUT/phases.log" 2>&1
+            stamp "phases rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
   esac
@@ -66,4 +75,5 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/gemm.log" ] && grep -E "^[0-9]+x" "$OUT/gemm.log" | cut -d'|' -f1-8,11-14
 [ -f "$OUT/sweep.log" ] && grep -E "^[0-9]+x" "$OUT/sweep.log"
 [ -f "$OUT/stream.log" ] && grep -E "^[0-9]+x|Error|error" "$OUT/stream.log" | tail -14
+[ -f "$OUT/phases.log" ] && grep -vE "^\s*$|Warning|warn" "$OUT/phases.log" | tail -40
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

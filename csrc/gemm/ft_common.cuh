@@ -129,12 +129,19 @@ __device__ __forceinline__ float inject_one(float v, const Injection& inj, float
 }
 
 // ---------------------------------------------------------------- V-ABFT (thresholds.vabft_from_stats)
+// One MUFU op, relative error ~2^-23: a threshold is a bound with a safety factor, and sqrtf's
+// refinement and slow-path branches sat on the thread kernels' epilogue (NOTES_gemm.md, run 16).
+__device__ __forceinline__ float sqrt_approx(float x) {
+  float y;
+  asm("sqrt.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 // Rows with statistics (mu, var) of A against B stats (sum|mu_B|, sum var_B, sum mu_B^2), n summed terms.
 __device__ __forceinline__ float vabft_threshold(float mu, float var, float n, const float* bst, float e,
                                                  float c_sigma) {
   const float t_det = n * fabsf(mu) * bst[0];
-  const float t_23 = c_sigma * sqrtf(n * mu * mu * bst[1] + n * n * var * bst[2]);
-  const float t_4 = c_sigma * sqrtf(n) * sqrtf(var) * sqrtf(bst[1]);
+  const float t_23 = c_sigma * sqrt_approx(n * mu * mu * bst[1] + n * n * var * bst[2]);
+  const float t_4 = c_sigma * sqrt_approx(n) * sqrt_approx(var) * sqrt_approx(bst[1]);
   return e * (t_det + t_23 + t_4);
 }
 // |d| > t with NaN counted as exceeding (checksum.exceeds).

@@ -23,6 +23,7 @@
 // Warp 0 of the leader verifies, the whole CTA recomputes flagged groups (rare), warp 0 stores.
 #include "ft_common.cuh"
 #include "ft_host.cuh"
+#include "stream_stamps.cuh"
 #include "thread_abft.cuh"
 
 namespace ftg {
@@ -54,8 +55,32 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
-__device__ __forceinline__ float4 combine4(int r, float4 v, float4 u) {
-  return make_float4(combine(r, v.x, u.x), combine(r, v.y, u.y), combine(r, v.z, u.z), combine(r, v.w, u.w));
+// v folded with n (<= MAXN) more partials at float4 e of u, u + PART / 4, ... in that order (the
+// same order every call). A float4 lies in one slot (32 lane-consecutive floats), so it is all
+// sums, all maxima or all minima; every load is issued before the first fold. This runs once per
+// CTA on the call's critical path: a combine per load made a chain of load, branches, load, ...
+// that took ~1.5 us (NOTES_gemm.md, run 16).
+template <int MAXN>
+__device__ __forceinline__ float4 fold_partials(float4 v, const float4* u, int e, int n) {
+  float4 w[MAXN];
+#pragma unroll
+  for (int i = 0; i < MAXN; ++i)
+    if (i < n) w[i] = u[i * (PART / 4) + e];
+  const int r = 4 * e / 32;
+  if (r < 38) {
+#pragma unroll
+    for (int i = 0; i < MAXN; ++i)
+      if (i < n) v = make_float4(v.x + w[i].x, v.y + w[i].y, v.z + w[i].z, v.w + w[i].w);
+  } else if (r < 40) {
+#pragma unroll
+    for (int i = 0; i < MAXN; ++i)
+      if (i < n) v = make_float4(fmaxf(v.x, w[i].x), fmaxf(v.y, w[i].y), fmaxf(v.z, w[i].z), fmaxf(v.w, w[i].w));
+  } else {
+#pragma unroll
+    for (int i = 0; i < MAXN; ++i)
+      if (i < n) v = make_float4(fminf(v.x, w[i].x), fminf(v.y, w[i].y), fminf(v.z, w[i].z), fminf(v.w, w[i].w));
+  }
+  return v;
 }
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
@@ -64,6 +89,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
   float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][PART]
   constexpr int THREADS = 32 * NW;
+  stamps::Stamper st;  // phase timestamps (diagnostic build only)
+  st.begin();
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
   const int S = args.split;
@@ -85,6 +112,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   }
   if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
   if (S > 1) cluster_arrive_relaxed();  // the leader's mbarrier init is released by fence_barrier_init
+  st.mark(1);
 
   // ------------------------------------------------------------- stream W, MMAs in registers
   const T* Wg = static_cast<const T*>(args.w) + b * args.w_bstride + ((int64_t)tile * BN + g) * args.w_rstride;
@@ -144,6 +172,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
         mma_step<T, 1, PROTECT>(f, a, bf);
       }
       inject(q_begin + warp + NW * i);
+      if (i == 0) st.mark(2);
     }
   } else {
     uint4 wv[8], xa, xb;
@@ -174,33 +203,31 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   }
 
   // ------------------------------------------------------------- combine: warps, then the cluster
+  st.mark(3);
   write_partial<T, 1>(f, 0, part + warp * PART + lane);
   __syncthreads();
+  st.mark(4);
   if (S > 1) cluster_wait();
+  st.mark(5);
   float4* p4 = reinterpret_cast<float4*>(part);
   // Non-leaders: this CTA's slot in the leader's shared memory, and the leader's mbarrier.
   const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * PART / 4), 0) : 0u;
   const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
   for (int e = tid; e < PART / 4; e += THREADS) {
-    const int r = 4 * e / 32;
-    float4 v = p4[e];
-#pragma unroll
-    for (int w = 1; w < NW; ++w) v = combine4(r, v, p4[w * PART / 4 + e]);
+    const float4 v = fold_partials<NW - 1>(p4[e], p4 + PART / 4, e, NW - 1);
     if (rank == 0) p4[e] = v;
     else st_async_v4(slot + 16 * e, pushed, v);
   }
+  st.mark(6);
   if (rank != 0) return;
   if (S > 1) {  // add the pushed partials, in rank order (deterministic)
     mbar_wait(&ctl.pushed, 0);
+    st.mark(7);
     __syncthreads();  // this CTA's combined partial is complete too
-    for (int e = tid; e < PART / 4; e += THREADS) {
-      const int r = 4 * e / 32;
-      float4 v = p4[e];
-      for (int s = 1; s < S; ++s) v = combine4(r, v, p4[(NW + s - 1) * PART / 4 + e]);
-      p4[e] = v;
-    }
+    for (int e = tid; e < PART / 4; e += THREADS) p4[e] = fold_partials<MAX_SPLIT - 1>(p4[e], p4 + NW * PART / 4, e, S - 1);
   }
   __syncthreads();
+  st.mark(8);
 
   // ------------------------------------------------------------- leader: verify, correct, store
   Block blk;
@@ -213,6 +240,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
     check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
   }
+  st.mark(9);
   if constexpr (PROTECT) {
     __syncthreads();
     const int nflag = min(ctl.cs.nflag, MAX_FLAG);
@@ -222,12 +250,14 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
       if (warp == 0) fix_block(blk, ctl.cs, args);
     }
   }
+  st.mark(10);
   if (warp != 0) return;
   store_block<T>(blk, args, b);
   if constexpr (PROTECT) {
     __syncwarp();
     if (lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
   }
+  st.mark(11);
 }
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
@@ -267,3 +297,20 @@ extern "C" int ft_gemm_stream(const ftg::Args* a) {
     return FTG_ERR_ARGS;
   return a->dtype == 0 ? stream::dispatch<__nv_bfloat16>(a) : stream::dispatch<__half>(a);
 }
+
+#ifdef FTG_STREAM_STAMPS
+// Diagnostic build: copies up to `cap` phase records (ftg::stamps::Rec) of the launches since the
+// last call into `out` and starts over; returns how many CTAs recorded (may exceed cap).
+extern "C" int ft_gemm_stream_stamps(void* out, int cap) {
+  using namespace ftg::stamps;
+  unsigned n = 0;
+  if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
+  const unsigned keep = n < (unsigned)cap ? n : (unsigned)cap;
+  if (keep && out)
+    if (cudaError_t e = cudaMemcpyFromSymbol(out, g_rec, keep * sizeof(Rec))) return -(int)e;
+  const unsigned zero = 0;
+  if (cudaError_t e = cudaMemcpyToSymbol(g_ticket, &zero, sizeof zero)) return -(int)e;
+  return (int)n;
+}
+extern "C" int ft_gemm_stream_stamp_size() { return (int)sizeof(ftg::stamps::Rec); }
+#endif

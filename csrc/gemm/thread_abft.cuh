@@ -257,7 +257,7 @@ __device__ __forceinline__ void check_block(Block& s, const float* v, CheckSmem&
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
-    const float mu = sx / (float)K;
+    const float mu = __fdividef(sx, (float)K);  // 2 ulp, no slow path (see sqrt_approx)
     const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
     s.thr[h] = vabft_threshold(mu, var, 8.f, cs.wst, args.e, args.c_sigma) + bias_term;
     const bool in_range = s.row0 + 8 * h < M;

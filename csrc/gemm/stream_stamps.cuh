@@ -1,0 +1,71 @@
+// Phase timestamps of the streaming kernel: a diagnostic build only (-DFTG_STREAM_STAMPS, made by
+// benchmarks/stream_phases.py). Thread 0 of every CTA takes a ticket at entry and records, per
+// phase, the SM clock and the global timer into the ticket's slot; the host reads the slots back
+// with ft_gemm_stream_stamps. Tickets are handed out in start order, and the launches of one
+// stream do not overlap, so ticket / ctas_per_launch is the launch. Without the macro every hook
+// is empty and the production kernel is unchanged.
+#pragma once
+#include <stdint.h>
+
+namespace ftg {
+namespace stamps {
+
+// Phases: 0 entry, 1 set-up done, 2 first chunk computed (depth 1 only: a stamp inside the
+// rolling loop makes it spill), 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait,
+// 6 warp partials combined (a non-leader has pushed them and exits), 7 leader: the pushed partials
+// landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and reported.
+constexpr int NPH = 12;
+constexpr int CAP = 1 << 16;
+struct Rec {
+  uint32_t block, smid;  // block: x | y << 16 | z << 24
+  uint64_t clk[NPH];     // SM clock (0: phase not reached)
+  uint64_t gt[NPH];      // global timer, ns
+};
+
+#ifdef FTG_STREAM_STAMPS
+__device__ Rec g_rec[CAP];
+__device__ unsigned g_ticket;
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t s;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+  return s;
+}
+
+// The record's slot lives in shared memory: a register held across the main loop would spill.
+struct Stamper {
+  __device__ __forceinline__ static unsigned& slot() {
+    __shared__ unsigned s;
+    return s;
+  }
+  __device__ __forceinline__ void begin() {
+    if (threadIdx.x != 0) return;
+    const unsigned t = atomicAdd(&g_ticket, 1u) % CAP;
+    slot() = t;
+    Rec& r = g_rec[t];
+    r.block = blockIdx.x | blockIdx.y << 16 | blockIdx.z << 24;
+    r.smid = sm_id();
+    for (int i = 1; i < NPH; ++i) r.clk[i] = r.gt[i] = 0;
+    mark(0);
+  }
+  __device__ __forceinline__ void mark(int i) {
+    if (threadIdx.x != 0) return;
+    Rec& r = g_rec[slot()];
+    r.clk[i] = clock64();
+    r.gt[i] = global_ns();
+  }
+};
+#else
+struct Stamper {
+  __device__ __forceinline__ void begin() {}
+  __device__ __forceinline__ void mark(int) {}
+};
+#endif
+
+}  // namespace stamps
+}  // namespace ftg
