@@ -152,6 +152,11 @@ __device__ __forceinline__ void st_async_v4(uint32_t remote_addr, uint32_t remot
 __device__ __forceinline__ void named_bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrival without waiting: writes before it are visible to the threads that bar.sync on `id`
+// (the producer side of a producer/consumer barrier).
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 // OR of `pred` over the `threads` threads meeting at barrier `id` (a warpgroup-uniform decision).
 __device__ __forceinline__ bool named_bar_or(int id, int threads, bool pred) {
   uint32_t r;

@@ -99,13 +99,17 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nq = cdiv(K, KQ);  // 32-wide chunks; the cluster splits them evenly
   const int q_begin = (int)((int64_t)rank * nq / S), q_end = (int)((int64_t)(rank + 1) * nq / S);
+  // Rows of x in this m16 block: only their share of the partials is written, combined and pushed
+  // (at M = 1, 1/16 of it; the combines are shared-memory bound: NOTES_gemm.md, run 16). A
+  // function, not a value: a value held across the main loop spills.
+  auto block_rows = [&] { return (int)(M - (int64_t)mb * 16 < 16 ? M - (int64_t)mb * 16 : 16); };
 
   if (tid == 0) {
     reset_outcomes(ctl.cs);
     if (rank == 0 && S > 1) {
       mbar_init(&ctl.pushed, 1);
       fence_barrier_init();
-      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * PART * 4));
+      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * (NREG / 2) * block_rows() * 16));  // see row_needed
     }
     if (PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
       atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
@@ -204,7 +208,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
 
   // ------------------------------------------------------------- combine: warps, then the cluster
   st.mark(3);
-  write_partial<T, 1>(f, 0, part + warp * PART + lane);
+  const int rows = block_rows();
+  write_partial<T, 1>(f, 0, part + warp * PART + lane, rows);
   __syncthreads();
   st.mark(4);
   if (S > 1) cluster_wait();
@@ -214,6 +219,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * PART / 4), 0) : 0u;
   const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
   for (int e = tid; e < PART / 4; e += THREADS) {
+    if (!row_needed(e, rows)) continue;
     const float4 v = fold_partials<NW - 1>(p4[e], p4 + PART / 4, e, NW - 1);
     if (rank == 0) p4[e] = v;
     else st_async_v4(slot + 16 * e, pushed, v);
@@ -224,7 +230,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     mbar_wait(&ctl.pushed, 0);
     st.mark(7);
     __syncthreads();  // this CTA's combined partial is complete too
-    for (int e = tid; e < PART / 4; e += THREADS) p4[e] = fold_partials<MAX_SPLIT - 1>(p4[e], p4 + NW * PART / 4, e, S - 1);
+    for (int e = tid; e < PART / 4; e += THREADS)
+      if (row_needed(e, rows)) p4[e] = fold_partials<MAX_SPLIT - 1>(p4[e], p4 + NW * PART / 4, e, S - 1);
   }
   __syncthreads();
   st.mark(8);
@@ -235,15 +242,24 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   blk.row0 = (int64_t)mb * 16 + g;
   blk.col0 = (int64_t)tile * BN + 2 * c;
   if (warp == 0) {
-    float v[NREG];
+    float v[NREG];  // lanes of rows >= M read leftovers: never checked, flagged or stored
 #pragma unroll
     for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
     check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
   }
   st.mark(9);
   if constexpr (PROTECT) {
-    __syncthreads();
-    const int nflag = min(ctl.cs.nflag, MAX_FLAG);
+    // Only warp 0 flags groups: it reads the count after a warp barrier and lets the other warps
+    // know with a non-blocking arrive, so a clean block goes on to its store without waiting.
+    int nflag;
+    if (warp == 0) {
+      __syncwarp();
+      nflag = min(ctl.cs.nflag, MAX_FLAG);
+      named_bar_arrive(1, THREADS);
+    } else {
+      named_bar_sync(1, THREADS);
+      nflag = min(ctl.cs.nflag, MAX_FLAG);
+    }
     if (nflag > 0) {
       recompute_flagged<T>(ctl.cs, args, nflag, tile, b, warp, NW, lane);
       __syncthreads();

@@ -129,9 +129,12 @@ __device__ __forceinline__ void inject_acc(Frag<MT>& f, int lr, int lc, const In
 __device__ __forceinline__ int owner_lane(int lr, int lc) { return ((lr % 16) % 8) * 4 + (lc % 8) / 2; }
 
 // The warp's partials of m16 block mt into p[r * 32] (r < NREG, lane-strided): row extrema
-// reduced over both packed halves and the 4 lanes that share a row first.
+// reduced over both packed halves and the 4 lanes that share a row first. Only rows < `rows` of
+// the block are written (the others are never checked or stored).
 template <typename T, int MT>
-__device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* p) {
+__device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* p, int rows = 16) {
+  const int g = (threadIdx.x % 32) / 4;
+  const bool ok[2] = {g < rows, g + 8 < rows};
   float mxf[2], mnf[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -142,15 +145,28 @@ __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* 
     mxf[h] = vx; mnf[h] = vn;
   }
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int h = 0; h < 2; ++h) {  // accumulator registers 2h, 2h + 1 hold row g + 8h
+    if (!ok[h]) continue;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
+    for (int j = 0; j < 8; ++j)
 #pragma unroll
-  for (int e = 0; e < 4; ++e)
-    p[(32 + e) * 32] = std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
-  p[36 * 32] = f.sx[mt][0]; p[37 * 32] = f.sx[mt][2];
-  p[38 * 32] = mxf[0]; p[39 * 32] = mxf[1];
-  p[40 * 32] = mnf[0]; p[41 * 32] = mnf[1];
+      for (int e = 2 * h; e < 2 * h + 2; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
+#pragma unroll
+    for (int e = 2 * h; e < 2 * h + 2; ++e)
+      p[(32 + e) * 32] = std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
+    p[(36 + h) * 32] = f.sx[mt][2 * h];
+    p[(38 + h) * 32] = mxf[h];
+    p[(40 + h) * 32] = mnf[h];
+  }
+}
+// Does float4 e of a partial (floats 4e .. 4e + 3: slot r = e / 8, lanes 4 (e % 8) + 0..3, so row
+// g = e % 8 of half h) belong to one of the block's first `rows` rows? Half 1 (row g + 8): the
+// accumulator registers 2, 3, checks 2, 3, and the odd statistics slots 37, 39, 41. Each half is
+// NREG / 2 slots, so a block of `rows` rows needs NREG / 2 * rows float4s of a partial.
+__device__ __forceinline__ bool row_needed(int e, int rows) {
+  const int r = e / 8, g = e % 8;
+  const int h = r < 32 ? (r % 4) / 2 : (r < 36 ? (r - 32) / 2 : (r - 36) % 2);
+  return g + 8 * h < rows;
 }
 
 __device__ __forceinline__ float combine(int r, float v, float u) {  // partial slot r of NREG
