@@ -274,6 +274,20 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     if (lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
   }
   st.mark(11);
+#ifdef FTG_STREAM_STAMPS
+  if constexpr (!INJECT) {  // the repeat of stream_stamps.cuh (same values, stored again)
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+      float v[NREG];
+#pragma unroll
+      for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
+      check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
+      st.mark(12 + 2 * pass);
+      store_block<T>(blk, args, b);
+      st.mark(13 + 2 * pass);
+    }
+  }
+#endif
 }
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
