@@ -10,10 +10,9 @@ calls over rotated inputs, and reads the records back. Prints, per shape and var
   the last CTA's end to the next launch's first start;
 * per CTA (median and 90th percentile): the time of each phase (SM clock, converted to ns with the
   clock rate measured against the global timer).
-Graph-timed µs per call, cuBLAS's and the production build's are printed alongside. Diagnostic
-only: the stamps cost ~0.07 us each, the first-chunk phase exists at depth 1 only, and after the
-call's last phase warp 0 checks and stores its block twice more (cold code, then warm: the
-"repeat" phases), which the stamped µs per call include.
+Graph-timed µs per call and cuBLAS's are printed alongside, and the production build's, with and
+without programmatic dependent launch, back to back and after a tiny torch kernel. Diagnostic
+only: the stamps cost ~0.07 us each, and the first-chunk phase exists at depth 1 only.
 """
 from __future__ import annotations
 
@@ -31,10 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ftcompile.ops import cuda, cuda_gemm  # noqa: E402
 
-NPH, NPH_CALL = 16, 12  # stream_stamps.cuh: phases of a call, then warp 0's repeat of check and store
+NPH = 12  # stream_stamps.cuh
 PHASES = ["set-up", "1st chunk", "loop", "other warps", "cluster wait", "combine", "pushed wait",
           "cluster combine", "check", "correct", "store+report"]
-REPEAT = ["check (cold copy)", "store (cold copy)", "check (warm)", "store (warm)"]
 
 
 class Rec(ctypes.Structure):
@@ -70,9 +68,9 @@ def pct(xs, q):
 def analyse(recs, ctas):
     """Launch and phase statistics (ns) of records in ticket order, `ctas` per launch."""
     launches = [recs[i:i + ctas] for i in range(0, len(recs) - ctas + 1, ctas)]
-    end = lambda r: max(r.gt[i] for i in range(NPH_CALL))  # noqa: E731
+    end = lambda r: max(r.gt[i] for i in range(NPH))  # noqa: E731
     ghz = statistics.median((r.clk[p] - r.clk[0]) / (r.gt[p] - r.gt[0]) for r in recs
-                            for p in [max(i for i in range(1, NPH_CALL) if r.clk[i])] if r.gt[p] - r.gt[0] > 2000)
+                            for p in [max(i for i in range(1, NPH) if r.clk[i])] if r.gt[p] - r.gt[0] > 2000)
     per_launch = {"start spread": [], "last loop end": [], "last end": [], "gap to next": []}
     overlap = 0
     for i, L in enumerate(launches):
@@ -84,13 +82,10 @@ def analyse(recs, ctas):
             nxt = min(r.gt[0] for r in launches[i + 1])
             per_launch["gap to next"].append(nxt - max(end(r) for r in L))
             overlap += nxt < max(r.gt[0] for r in L)
-    phases = {name: [] for name in PHASES + REPEAT}
+    phases = {name: [] for name in PHASES}
     life = []
     for r in recs:
-        if r.clk[NPH - 1]:
-            for i, name in enumerate(REPEAT):
-                phases[name].append((r.clk[NPH_CALL + i] - r.clk[NPH_CALL + i - 1]) / ghz)
-        reached = [0] + [i for i in range(1, NPH_CALL) if r.clk[i]]
+        reached = [0] + [i for i in range(1, NPH) if r.clk[i]]
         life.append((r.clk[reached[-1]] - r.clk[0]) / ghz)
         prev = 0
         for i in reached[1:]:
@@ -125,9 +120,21 @@ def main():
         split, stages, warps = cuda_gemm.stream_config(m, n, k, 1, cuda_gemm._num_sms(torch.device("cuda")))
         ctas = -(-n // cuda_gemm.N_TILE) * split * -(-m // 16)
         cub = graph_time(runner.variant("cublas"), sets)
-        cuda_gemm._LIB = production  # the same call without stamps
-        prod_us = graph_time(runner.variant("on", "linear_thread", split=split, stages=stages, kernel="stream",
-                                            warps=warps), sets) * 1e3
+        cuda_gemm._LIB = production  # the same call without stamps, with and without PDL, back to back
+        prod = {}                    # and after a tiny torch kernel (its own graph time subtracted)
+        for pdl in (True, False):
+            call = runner.variant("on", "linear_thread", split=split, stages=stages, kernel="stream", warps=warps,
+                                  pdl=pdl)
+            prod[f"b2b_pdl{int(pdl)}"] = graph_time(call, sets) * 1e3
+            prod[f"after_tiny_pdl{int(pdl)}"] = (graph_time(lambda *a, call=call: (tiny.add_(1.0), call(*a)), sets)
+                                                 - floor) * 1e3
+        cublas = runner.variant("cublas")
+        prod["cublas_after_tiny"] = (graph_time(lambda *a: (tiny.add_(1.0), cublas(*a)), sets) - floor) * 1e3
+        prod_us = prod["b2b_pdl1"]
+        print(f"{shape} production, protected: back to back {prod['b2b_pdl1']:.1f} us with PDL, "
+              f"{prod['b2b_pdl0']:.1f} without; after a tiny kernel {prod['after_tiny_pdl1']:.1f} / "
+              f"{prod['after_tiny_pdl0']:.1f} (cuBLAS {cub * 1e3:.1f}; after a tiny kernel "
+              f"{prod['cublas_after_tiny']:.1f})", flush=True)
         cuda_gemm._LIB = handle
         for name, depth in (("on", stages), ("off", stages), ("on", 1)):
             if name == "on" and depth == 1 and stages == 1 and results and results[-1]["shape"] == shape:
@@ -149,7 +156,7 @@ def main():
                 print(f"  {shape} {name}: {count} records, expected {ctas * len(sets)}")
             stats = analyse(recs, ctas)
             row = {"shape": shape, "variant": f"{name} d{depth} w{warps} k{split}", "ctas": ctas,
-                   "us": us, "cublas_us": cub * 1e3, "production_on_us": prod_us, **stats}
+                   "us": us, "cublas_us": cub * 1e3, "production_on_us": prod, **stats}
             results.append(row)
             L, P = stats["launch_ns"], stats["phase_ns"]
             print(f"{shape} {row['variant']}: {us:.1f} us/call (cuBLAS {cub * 1e3:.1f}, production build "

@@ -111,11 +111,16 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
       fence_barrier_init();
       mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * (NREG / 2) * block_rows() * 16));  // see row_needed
     }
-    if (PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
-      atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
-  if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
   if (S > 1) cluster_arrive_relaxed();  // the leader's mbarrier init is released by fence_barrier_init
+  // Programmatic dependent launch (Args.pdl): the next kernel of the stream may launch now (its
+  // CTAs get SMs as this grid's leave), and this grid's start above overlapped the previous
+  // kernel's end. Nothing before the wait touches global memory.
+  grid_dep_launch_dependents();
+  grid_dep_wait();
+  if (tid == 0 && PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
+  if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
   st.mark(1);
 
   // ------------------------------------------------------------- stream W, MMAs in registers
@@ -274,20 +279,6 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     if (lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
   }
   st.mark(11);
-#ifdef FTG_STREAM_STAMPS
-  if constexpr (!INJECT) {  // the repeat of stream_stamps.cuh (same values, stored again)
-#pragma unroll 1
-    for (int pass = 0; pass < 2; ++pass) {
-      float v[NREG];
-#pragma unroll
-      for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
-      check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
-      st.mark(12 + 2 * pass);
-      store_block<T>(blk, args, b);
-      st.mark(13 + 2 * pass);
-    }
-  }
-#endif
 }
 
 template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
@@ -296,7 +287,7 @@ int launch(const Args* a) {
   const size_t smem = smem_bytes(NW, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT), true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
-  return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, *a);
+  return sm90::launch_ex(kern, grid, 32 * NW, smem, reinterpret_cast<cudaStream_t>(a->stream), a->split, a->pdl != 0, *a);
 }
 
 template <typename T, int DEPTH, int NW>

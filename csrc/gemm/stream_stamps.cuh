@@ -13,11 +13,8 @@ namespace stamps {
 // Phases: 0 entry, 1 set-up done, 2 first chunk computed (depth 1 only: a stamp inside the
 // rolling loop makes it spill), 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait,
 // 6 warp partials combined (a non-leader has pushed them and exits), 7 leader: the pushed partials
-// landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and reported; then, to
-// tell the time of fetching cold code from the time of running it, warp 0 checks and stores the
-// block twice more in a loop (the second pass runs instructions the first just fetched):
-// 12 checked, 13 stored (first pass), 14 checked, 15 stored (second pass).
-constexpr int NPH = 16, NPH_CALL = 12;  // phases of a call; the repeat after it
+// landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and reported.
+constexpr int NPH = 12;
 constexpr int CAP = 1 << 16;
 struct Rec {
   uint32_t block, smid;  // block: x | y << 16 | z << 24

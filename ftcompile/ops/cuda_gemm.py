@@ -59,6 +59,10 @@ THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
 # Weights from this size on are streamed by the rolling loop and, where one CTA per SM covers the
 # grid, by 16 warps per CTA; smaller ones (GPT-2 layers) are faster with 8 warps and depth 1.
 STREAM_BIG_W_BYTES = 4 << 20
+# The streaming kernel is launched with programmatic dependent launch: it starts (and lets the
+# next kernel start) while the previous kernel of the stream ends, and waits for it before it
+# touches global memory (NOTES_gemm.md, run 16). "0" launches it plainly.
+STREAM_PDL = os.environ.get("FTCOMPILE_STREAM_PDL", "1") != "0"
 SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
 THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
@@ -95,7 +99,7 @@ class _Args(ctypes.Structure):
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32), ("warps", ctypes.c_int32),
-                ("inj", _Inj * MAX_INJ)]
+                ("pdl", ctypes.c_int32), ("inj", _Inj * MAX_INJ)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -388,7 +392,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
         cluster: Optional[int] = None, kernel: Optional[str] = None,
-        warps: Optional[int] = None) -> torch.Tensor:
+        warps: Optional[int] = None, pdl: Optional[bool] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -397,8 +401,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
-    kernel, split, stages (1, or 2 for its rolling loop) and warps (8, 16 per CTA) the
-    streaming one."""
+    kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA) and pdl
+    (programmatic dependent launch; default STREAM_PDL) the streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -456,6 +460,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if stream:  # mtile, wm, nbox: the ring kernel's, unread here
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
         a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
+        a.pdl = int(STREAM_PDL if pdl is None else pdl)
         chains = a.warps * a.split
     elif thread:
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
