@@ -56,9 +56,9 @@ NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm ac
 # M <= 16 shape measured, and has the lower fixed cost; NOTES_gemm.md run 14), or "stream" /
 # "ring" to force one.
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
-# Weights from this size on are streamed by the rolling loop and, where one CTA per SM covers the
-# grid, by 16 warps per CTA; smaller ones (GPT-2 layers) are faster with 8 warps and depth 1.
-STREAM_BIG_W_BYTES = 4 << 20
+# Weights from this size on are streamed by the rolling loop; smaller ones (GPT-2 layers) are
+# faster at depth 1 (the sweep of run 16).
+STREAM_BIG_W_BYTES = 8 << 20
 # The streaming kernel is launched with programmatic dependent launch: it starts (and lets the
 # next kernel start) while the previous kernel of the stream ends, and waits for it before it
 # touches global memory (NOTES_gemm.md, run 16). "0" launches it plainly.
@@ -362,17 +362,17 @@ def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None)
 
 @functools.lru_cache(maxsize=4096)
 def stream_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int, int]:
-    """(split, stages, warps) of the streaming kernel (the sweeps of runs 13 and 14): 16 warps per
-    CTA where the weight is big and one CTA per SM covers the tiles (16 warps loading per SM is
-    what streams near the copy rate), else 8 (two CTAs per SM); the rolling loop (stages 2) for
-    big weights; the K split over a cluster doubled while the CTAs stay at most one per SM and
-    each warp keeps about half a 32-wide k chunk or more."""
+    """(split, stages, warps) of the streaming kernel (the sweeps of runs 13, 14 and 16): 16 warps
+    per CTA where one CTA per SM covers the tiles and K >= 768 (16 warps loading per SM is what
+    streams near the copy rate; since run 16's cheaper end they win at GPT-2 sizes too), else 8
+    (two CTAs per SM); the rolling loop (stages 2) for big weights; the K split over a cluster
+    doubled while the CTAs stay at most one per SM and each keeps 4 or more 32-wide k chunks."""
     ctas = math.ceil(n / N_TILE) * math.ceil(m / 16) * wb
     big = wb * n * k * 2 >= STREAM_BIG_W_BYTES
-    warps = 16 if big and ctas <= num_sms else 8
+    warps = 16 if ctas <= num_sms and k >= 768 else 8
     chunks = math.ceil(k / 32)
     split = 1
-    while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= warps // 2:
+    while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= 4:
         split *= 2
     return split, (2 if big else 1), warps
 
