@@ -21,6 +21,10 @@
 // other CTAs of a cluster push theirs into the leader's shared memory with st.async, which
 // completes bytes on the leader's mbarrier, and exit (one one-way signal, no cluster-wide wait).
 // Warp 0 of the leader verifies, the whole CTA recomputes flagged groups (rare), warp 0 stores.
+// The end costs ~2 us of serial single-warp work per CTA (NOTES_gemm.md, run 16, phase stamps).
+//
+// Launch: with programmatic dependent launch (Args.pdl) a call's set-up overlaps the previous
+// kernel's end; it waits for that kernel before its first global memory access.
 #include "ft_common.cuh"
 #include "ft_host.cuh"
 #include "stream_stamps.cuh"
@@ -100,8 +104,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   const int nq = cdiv(K, KQ);  // 32-wide chunks; the cluster splits them evenly
   const int q_begin = (int)((int64_t)rank * nq / S), q_end = (int)((int64_t)(rank + 1) * nq / S);
   // Rows of x in this m16 block: only their share of the partials is written, combined and pushed
-  // (at M = 1, 1/16 of it; the combines are shared-memory bound: NOTES_gemm.md, run 16). A
-  // function, not a value: a value held across the main loop spills.
+  // (at M = 1, 1/16 of it). A function, not a value: a value held across the main loop spills.
   auto block_rows = [&] { return (int)(M - (int64_t)mb * 16 < 16 ? M - (int64_t)mb * 16 : 16); };
 
   if (tid == 0) {

@@ -2,7 +2,8 @@
 // benchmarks/stream_phases.py). Thread 0 of every CTA takes a ticket at entry and records, per
 // phase, the SM clock and the global timer into the ticket's slot; the host reads the slots back
 // with ft_gemm_stream_stamps. Tickets are handed out in start order, and the launches of one
-// stream do not overlap, so ticket / ctas_per_launch is the launch. Without the macro every hook
+// stream do not overlap (stream_phases.py launches without PDL), so ticket / ctas_per_launch is
+// the launch. Without the macro every hook
 // is empty and the production kernel is unchanged.
 #pragma once
 #include <stdint.h>
