@@ -35,16 +35,22 @@ LLAMA7 = [(4096, 4096), (4096, 11008), (11008, 4096)]
 LLAMA8 = [(4096, 1024), (4096, 14336), (14336, 4096)]
 
 
-def graph_time(call, sets) -> float:
-    """ms per call: one CUDA graph calls `call` once per rotated input set."""
-    for args in sets:  # warm-up outside capture (caches, workspaces, lazy init)
+def capture(call, sets) -> torch.cuda.CUDAGraph:
+    """One CUDA graph that calls `call` once per rotated input set (warmed up outside capture:
+    caches, workspaces, lazy init)."""
+    for args in sets:
         call(*args)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for args in sets:
             call(*args)
-    return median_ms(g.replay, 15) / len(sets)
+    return g
+
+
+def graph_time(call, sets) -> float:
+    """ms per call: the graph of `capture` replayed."""
+    return median_ms(capture(call, sets).replay, 15) / len(sets)
 
 
 def make_sets(m, n, k, dtype, bias=True, budget=None):

@@ -105,7 +105,7 @@ def main():
     args = ap.parse_args()
     production = cuda_gemm.lib()
     handle = stamped_library()
-    from bench_gemm import Runner, graph_time, make_sets
+    from bench_gemm import Runner, capture, graph_time, make_sets
 
     runner = Runner()
     bf16 = torch.bfloat16
@@ -143,13 +143,7 @@ def main():
             call = runner.variant(name, "linear_thread", split=split, stages=depth, kernel="stream", warps=warps,
                                   pdl=False)
             us = graph_time(call, sets) * 1e3
-            for args_ in sets:  # one more warm pass, then one recorded replay
-                call(*args_)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for args_ in sets:
-                    call(*args_)
+            g = capture(call, sets)  # then one recorded replay
             read(handle, 0)  # start over
             g.replay()
             torch.cuda.synchronize()
