@@ -22,11 +22,12 @@ inline bool make_tmap(CUtensorMap* map, const void* ptr, int64_t batch, int64_t 
 __host__ __device__ inline int cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 // Launch of a grid whose x dimension holds clusters of `split` CTAs (the thread scheme's K split,
-// the global scheme's multicast pairs; the kernels use cluster instructions only where split > 1).
+// the global scheme's multicast pairs; the kernels use cluster instructions only where split > 1);
+// `pdl`: programmatic dependent launch (the kernel waits with griddepcontrol.wait).
 template <typename... Params, typename... Args>
-int launch_split(void (*kern)(Params...), dim3 grid, int threads, size_t smem, int64_t stream, int split,
+int launch_split(void (*kern)(Params...), dim3 grid, int threads, size_t smem, int64_t stream, int split, bool pdl,
                  Args&&... args) {
-  return sm90::launch_ex(kern, grid, threads, smem, reinterpret_cast<cudaStream_t>(stream), split, false,
+  return sm90::launch_ex(kern, grid, threads, smem, reinterpret_cast<cudaStream_t>(stream), split, pdl,
                          std::forward<Args>(args)...);
 }
 

@@ -630,7 +630,7 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
-  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, ta, tb, *a);
+  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, false, ta, tb, *a);
 }
 
 }  // namespace glb

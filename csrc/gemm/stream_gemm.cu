@@ -71,11 +71,11 @@ __device__ __forceinline__ float4 fold_partials(float4 v, const float4* u, int e
   for (int i = 0; i < MAXN; ++i)
     if (i < n) w[i] = u[i * (PART / 4) + e];
   const int r = 4 * e / 32;
-  if (r < 38) {
+  if (r < SLOT_MAX) {
 #pragma unroll
     for (int i = 0; i < MAXN; ++i)
       if (i < n) v = make_float4(v.x + w[i].x, v.y + w[i].y, v.z + w[i].z, v.w + w[i].w);
-  } else if (r < 40) {
+  } else if (r < SLOT_MIN) {
 #pragma unroll
     for (int i = 0; i < MAXN; ++i)
       if (i < n) v = make_float4(fmaxf(v.x, w[i].x), fmaxf(v.y, w[i].y), fmaxf(v.z, w[i].z), fmaxf(v.w, w[i].w));
@@ -290,7 +290,7 @@ int launch(const Args* a) {
   const size_t smem = smem_bytes(NW, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT), true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
-  return sm90::launch_ex(kern, grid, 32 * NW, smem, reinterpret_cast<cudaStream_t>(a->stream), a->split, a->pdl != 0, *a);
+  return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, a->pdl != 0, *a);
 }
 
 template <typename T, int DEPTH, int NW>

@@ -19,6 +19,9 @@ namespace tabft {
 
 constexpr int BN = 64;        // output columns of a check tile (8 groups of 8 strided columns)
 constexpr int NREG = 42;      // partial floats per lane: 32 outputs, 4 checks, 2 x sums, 2 max, 2 min
+// Slots of a partial: 0..31 outputs, then the checks, x row sums, row maxima and row minima (the
+// statistics two each: rows g, g + 8). Slots below SLOT_MAX combine by sums.
+constexpr int SLOT_CHK = 32, SLOT_SX = 36, SLOT_MAX = 38, SLOT_MIN = 40;
 constexpr int MAX_FLAG = 32;  // flagged groups a CTA corrects per m16 block round
 
 // Partial sums of one warp: main accumulators, checks, and x statistics, per m16 block.
@@ -153,10 +156,11 @@ __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* 
       for (int e = 2 * h; e < 2 * h + 2; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
 #pragma unroll
     for (int e = 2 * h; e < 2 * h + 2; ++e)
-      p[(32 + e) * 32] = std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
-    p[(36 + h) * 32] = f.sx[mt][2 * h];
-    p[(38 + h) * 32] = mxf[h];
-    p[(40 + h) * 32] = mnf[h];
+      p[(SLOT_CHK + e) * 32] =
+          std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
+    p[(SLOT_SX + h) * 32] = f.sx[mt][2 * h];
+    p[(SLOT_MAX + h) * 32] = mxf[h];
+    p[(SLOT_MIN + h) * 32] = mnf[h];
   }
 }
 // Does float4 e of a partial (floats 4e .. 4e + 3: slot r = e / 8, lanes 4 (e % 8) + 0..3, so row
@@ -165,12 +169,12 @@ __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* 
 // NREG / 2 slots, so a block of `rows` rows needs NREG / 2 * rows float4s of a partial.
 __device__ __forceinline__ bool row_needed(int e, int rows) {
   const int r = e / 8, g = e % 8;
-  const int h = r < 32 ? (r % 4) / 2 : (r < 36 ? (r - 32) / 2 : (r - 36) % 2);
+  const int h = r < SLOT_CHK ? (r % 4) / 2 : (r < SLOT_SX ? (r - SLOT_CHK) / 2 : (r - SLOT_SX) % 2);
   return g + 8 * h < rows;
 }
 
 __device__ __forceinline__ float combine(int r, float v, float u) {  // partial slot r of NREG
-  return r < 38 ? v + u : (r < 40 ? fmaxf(v, u) : fminf(v, u));      // sums, max, min
+  return r < SLOT_MAX ? v + u : (r < SLOT_MIN ? fmaxf(v, u) : fminf(v, u));  // sums, max, min
 }
 
 // ---------------------------------------------------------------- epilogue of one m16 x 64 block
@@ -272,7 +276,7 @@ __device__ __forceinline__ void check_block(Block& s, const float* v, CheckSmem&
   bool valid[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float sx = v[36 + h], mx = v[38 + h], mn = v[40 + h];
+    const float sx = v[SLOT_SX + h], mx = v[SLOT_MAX + h], mn = v[SLOT_MIN + h];
     const float mu = __fdividef(sx, (float)K);  // 2 ulp, no slow path (see sqrt_approx)
     const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
     s.thr[h] = vabft_threshold(mu, var, 8.f, cs.wst, args.e, args.c_sigma) + bias_term;
@@ -285,7 +289,7 @@ __device__ __forceinline__ void check_block(Block& s, const float* v, CheckSmem&
     float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) sum += s.y[j][ge];
-    s.chk[ge] += v[32 + ge];
+    s.chk[ge] += v[SLOT_CHK + ge];
     const float d1 = sum - s.chk[ge];
     if (args.dbg && s.row0 + 8 * (ge / 2) < M)
       dump_group(args, b, s.row0 + 8 * (ge / 2), tile, 2 * q4 + ge % 2, sum, s.chk[ge],

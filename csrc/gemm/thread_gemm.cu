@@ -245,7 +245,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
   if (cudaError_t e = sm90::allow_smem<kern>(smem, true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, Cfg<MT, NBOX>::bm(a->wm)),
                   (unsigned)a->batch);
-  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, tw, tx, *a);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, false, tw, tx, *a);
 }
 
 template <typename T, int NBOX>
