@@ -238,7 +238,8 @@ def main():
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer shapes")
     ap.add_argument("--parts", default="global,thread,square,sweep",
-                    help="comma list of: global, thread, square, sweep, stream (streaming kernel depth x warps x split)")
+                    help="comma list of: global, thread, square, sweep, stream (streaming kernel depth x warps x split), "
+                         "midm (streaming vs ring kernel at M = 17-128)")
     ap.add_argument("--sweep-shapes", default=None,
                     help="MxNxK,... for the thread configuration sweep (default: LLM shapes)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
@@ -441,6 +442,39 @@ def main():
                         "'off' and the ratios at the best",
                         ["shape", "cuBLAS", "auto", "d1 w8", "d2 w8", "d1 w16", "d2 w16", "off", "best/cuBLAS",
                          "% copy BW", "on/off"], stream_lines))
+
+    # ---- M = 17-128: the streaming kernel (1 or 2 m16 blocks of x per CTA) against the ring kernel
+    mid_lines = []
+    mid_ms = [24, 32, 48, 64, 96, 128] if not args.quick else [32, 64, 128]
+    mid_vars = [(1, 8, 1), (2, 8, 1), (1, 16, 1), (2, 16, 1), (1, 8, 2), (2, 8, 2)]  # depth, warps, mtile
+    for (k, n) in ([(k, n) for k, n in LLAMA7 + [(4096, 14336)] + GPT2] if "midm" in parts else ()):
+        for m in mid_ms:
+            sets = make_sets(m, n, k, bf16)
+            nbytes = (m * k + n * k + m * n + n) * 2
+            cub = graph_time(runner.variant("cublas"), sets)
+            ring_ms = graph_time(runner.variant("on", "linear_thread", kernel="ring"), sets)
+            auto_ms = graph_time(runner.variant("on", "linear_thread"), sets)
+            by = {}
+            for depth, warps, mt in mid_vars:
+                ms = graph_time(runner.variant("on", "linear_thread", stages=depth, kernel="stream", warps=warps,
+                                               mtile=mt), sets)
+                rows.append({**record((m, n, k), bf16, f"stream_on_d{depth}_w{warps}_mt{mt}", ms, copy)})
+                by[(depth, warps, mt)] = ms
+            d, w, mt = min(by, key=by.get)
+            off = graph_time(runner.variant("off", "linear_thread", stages=d, kernel="stream", warps=w, mtile=mt),
+                             sets)
+            rows.append({**record((m, n, k), bf16, "ring_on", ring_ms, copy)})
+            rows.append({**record((m, n, k), bf16, "auto_on", auto_ms, copy)})
+            mid_lines.append([f"{m}x{n}x{k}", f"{cub * 1e3:.1f}", f"{ring_ms * 1e3:.1f}", f"{auto_ms * 1e3:.1f}"] +
+                             [f"{by[v] * 1e3:.1f}" for v in mid_vars] +
+                             [f"{off * 1e3:.1f}", f"{auto_ms / cub:.3f}", f"{ring_ms / cub:.3f}",
+                              f"{100 * nbytes / auto_ms / 1e6 / copy:.0f}%"])
+            print(" | ".join(mid_lines[-1]), flush=True)
+            del sets
+    md.append(fmt_table("M = 17-128, protected (bf16, µs): the ring kernel, auto, and the streaming kernel at "
+                        "depth d, w warps per CTA, mt m16 blocks of x per CTA (auto split); 'off' at the best",
+                        ["shape", "cuBLAS", "ring", "auto"] + [f"d{d} w{w} mt{mt}" for d, w, mt in mid_vars] +
+                        ["stream off", "auto/cuBLAS", "ring/cuBLAS", "auto % copy BW"], mid_lines))
 
     cross.sort(key=lambda c: c["intensity"])
     xl = [[f"{c['M']}x{c['N']}x{c['K']}", f"{c['intensity']:.1f}", f"{c['thread_over_cublas']:.3f}",

@@ -403,6 +403,45 @@ def test_stream_kernel_every_cluster_split(dtype, depth, warps):
 
 
 @needs_hopper
+@pytest.mark.parametrize("depth", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_stream_kernel_two_row_blocks_per_cta(dtype, depth):
+    """mtile 2: a CTA takes 32 rows of x (two m16 blocks share each W fragment; warp mt checks
+    and stores block mt). Every accumulator sees the same MMAs in the same order as with one
+    block per CTA, so the outputs equal mtile 1's bit for bit, for any cluster split, row tails
+    (blocks with 0-15 live rows) and K tails; faults in either block are corrected and counted
+    once."""
+    name = f"cu-stream-mt2-{dtype}-{depth}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    faults = 0
+    for m, n, k in [(32, 4096, 1024), (17, 200, 1032), (24, 520, 264), (40, 96, 8), (64, 264, 512)]:
+        x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+        ref = F.linear(x.double(), w.double(), b.double())
+        torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+        for split in (1, 3, 8):
+            run = lambda protect=True, mtile=2: cuda_gemm.run(
+                "linear_thread", x, w, b, s, protect=protect, split=split, stages=depth, warps=8, mtile=mtile,
+                kernel="stream")
+            for protect in (True, False):
+                y = run(protect)
+                assert (y.double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k, split)
+                assert torch.equal(y, run(protect, mtile=1)), (m, n, k, split, protect)
+            clean = run()
+            for row in sorted({m - 1, 16 % m, 5}):  # the last row, block 1's first row, block 0
+                for stage in ("accumulator", "output"):
+                    spec = FaultSpec(site=name, stage=stage, index=(row, n // 3), value=5.0,
+                                     **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
+                    with inject(spec) as inj:
+                        y = run()
+                    assert len(inj.events) == 1
+                    faults += 1
+                    _assert_same_but_corrected(y, clean, dtype)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+
+
+@needs_hopper
 def test_stream_kernel_chained_launches_wait_for_their_input():
     """Programmatic dependent launch: each call may start while the previous kernel ends and
     must wait for it before reading x. A chain of streaming calls, each reading the output the

@@ -1,7 +1,8 @@
 // One-sided thread-level ABFT linear y = x W^T + b for small M (decode): W streamed from global
 // memory straight into the registers the MMAs read, no shared-memory ring, no producer warp.
 //
-// CTA = NW warps (8 or 16) on one 64-column tile (8 n8 blocks) of one m16 block of x rows; K is split over
+// CTA = NW warps (8 or 16) on one 64-column tile (8 n8 blocks) of MT m16 blocks of x rows (MT = 2:
+// each W fragment serves two blocks' MMAs, so W crosses L2 -> SM once per 32 rows); K is split over
 // the warps (32-wide k chunks, interleaved: neighbouring warps read neighbouring bytes of each
 // row) and over a cluster of `split` CTAs. A lane loads 16 bytes per n8 block and chunk:
 // W[8j + g][k + 8c .. k + 8c + 7] (g = lane / 4, c = lane % 4), and x rows g, g + 8 at the same
@@ -20,7 +21,8 @@
 // End of a CTA: each warp's partials go to shared memory and are combined (fixed order); the
 // other CTAs of a cluster push theirs into the leader's shared memory with st.async, which
 // completes bytes on the leader's mbarrier, and exit (one one-way signal, no cluster-wide wait).
-// Warp 0 of the leader verifies, the whole CTA recomputes flagged groups (rare), warp 0 stores.
+// Warp mt of the leader verifies m16 block mt, the whole CTA recomputes flagged groups (rare),
+// warp mt stores block mt.
 // The end costs ~2 us of serial single-warp work per CTA (NOTES_gemm.md, run 16, phase stamps).
 //
 // Launch: with programmatic dependent launch (Args.pdl) a call's set-up overlaps the previous
@@ -35,7 +37,8 @@ namespace stream {
 using namespace tabft;
 
 // NW = 8 or 16 warps per CTA, at most 128 registers: two CTAs of 8 warps or one of 16 per SM (the
-// loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14).
+// loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14). MT = 2
+// (twice the accumulators) runs 8 warps, one CTA per SM.
 constexpr int KQ = 32, MAX_SPLIT = 8;  // any split 1-8: a cluster needs no power of two
 constexpr int PART = NREG * 32;  // floats of one partial (slot-major, lane-minor)
 
@@ -43,9 +46,9 @@ struct Ctrl {
   uint64_t pushed;  // leader: the other CTAs' partials have landed (transaction bytes)
   CheckSmem cs;
 };
-// Shared memory: Ctrl | nw warp partials | split - 1 pushed partials.
+// Shared memory: Ctrl | nw warp partials | split - 1 pushed partials; a partial is MT blocks' PART.
 __host__ __device__ constexpr size_t part_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
-size_t smem_bytes(int nw, int split) { return part_offset() + (size_t)(nw + split - 1) * PART * 4; }
+size_t smem_bytes(int nw, int split, int mt) { return part_offset() + (size_t)(nw + split - 1) * mt * PART * 4; }
 
 // Streamed once: no L1 allocation; 256-byte L2 prefetch (the neighbouring warps' bytes of the row).
 // Volatile: the rolling loop places each load after the MMAs that free its registers.
@@ -59,18 +62,18 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
-// v folded with n (<= MAXN) more partials at float4 e of u, u + PART / 4, ... in that order (the
+// v folded with n (<= MAXN) more partials at float4 e of u, u + STRIDE, ... in that order (the
 // same order every call). A float4 lies in one slot (32 lane-consecutive floats), so it is all
 // sums, all maxima or all minima; every load is issued before the first fold. This runs once per
 // CTA on the call's critical path: a combine per load made a chain of load, branches, load, ...
 // that took ~1.5 us (NOTES_gemm.md, run 16).
-template <int MAXN>
+template <int MAXN, int STRIDE>
 __device__ __forceinline__ float4 fold_partials(float4 v, const float4* u, int e, int n) {
   float4 w[MAXN];
 #pragma unroll
   for (int i = 0; i < MAXN; ++i)
-    if (i < n) w[i] = u[i * (PART / 4) + e];
-  const int r = 4 * e / 32;
+    if (i < n) w[i] = u[i * STRIDE + e];
+  const int r = 4 * (STRIDE == PART / 4 ? e : e % (PART / 4)) / 32;  // slot
   if (r < SLOT_MAX) {
 #pragma unroll
     for (int i = 0; i < MAXN; ++i)
@@ -87,12 +90,13 @@ __device__ __forceinline__ float4 fold_partials(float4 v, const float4* u, int e
   return v;
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
-__global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT>
+__global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
+  static_assert(MT == 1 || (MT == 2 && NW == 8), "MT = 2 runs 8 warps per CTA");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
-  float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][PART]
-  constexpr int THREADS = 32 * NW;
+  float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][MT][PART]
+  constexpr int THREADS = 32 * NW, ROWS = 16 * MT, P4 = MT * PART / 4;  // P4: float4s of a partial
   stamps::Stamper st;  // phase timestamps (diagnostic build only)
   st.begin();
 
@@ -103,16 +107,25 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nq = cdiv(K, KQ);  // 32-wide chunks; the cluster splits them evenly
   const int q_begin = (int)((int64_t)rank * nq / S), q_end = (int)((int64_t)(rank + 1) * nq / S);
-  // Rows of x in this m16 block: only their share of the partials is written, combined and pushed
+  // Rows of x in m16 block mt: only their share of the partials is written, combined and pushed
   // (at M = 1, 1/16 of it). A function, not a value: a value held across the main loop spills.
-  auto block_rows = [&] { return (int)(M - (int64_t)mb * 16 < 16 ? M - (int64_t)mb * 16 : 16); };
+  auto block_rows = [&](int mt) {
+    const int64_t r = M - (int64_t)mb * ROWS - 16 * mt;
+    return (int)(r < 0 ? 0 : (r < 16 ? r : 16));
+  };
+  auto cta_rows = [&] {
+    int n = 0;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) n += block_rows(mt);
+    return n;
+  };
 
   if (tid == 0) {
     reset_outcomes(ctl.cs);
     if (rank == 0 && S > 1) {
       mbar_init(&ctl.pushed, 1);
       fence_barrier_init();
-      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * (NREG / 2) * block_rows() * 16));  // see row_needed
+      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * (NREG / 2) * cta_rows() * 16));  // see row_needed
     }
   }
   if (S > 1) cluster_arrive_relaxed();  // the leader's mbarrier init is released by fence_barrier_init
@@ -128,14 +141,19 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
 
   // ------------------------------------------------------------- stream W, MMAs in registers
   const T* Wg = static_cast<const T*>(args.w) + b * args.w_bstride + ((int64_t)tile * BN + g) * args.w_rstride;
-  const T* Xg = static_cast<const T*>(args.x) + b * args.x_bstride + ((int64_t)mb * 16 + g) * args.x_rstride;
-  const bool xa_ok = (int64_t)mb * 16 + g < M, xb_ok = (int64_t)mb * 16 + g + 8 < M;
+  const T* Xg = static_cast<const T*>(args.x) + b * args.x_bstride + ((int64_t)mb * ROWS + g) * args.x_rstride;
+  bool xa_ok[MT], xb_ok[MT];  // rows g, g + 8 of block mt
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    xa_ok[mt] = (int64_t)mb * ROWS + 16 * mt + g < M;
+    xb_ok[mt] = (int64_t)mb * ROWS + 16 * mt + g + 8 < M;
+  }
   bool w_ok[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) w_ok[j] = (int64_t)tile * BN + 8 * j + g < N;
   const int64_t w8 = 8 * args.w_rstride, x8 = 8 * args.x_rstride;
 
-  Frag<1> f;
+  Frag<MT> f;
   f.zero();
   f.template reset_extrema<T>();
   // The warp's chunks: q = q_begin + warp + NW * i, i < nit.
@@ -147,11 +165,17 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
   auto load_x = [&](int64_t k, bool ok, int64_t off) {
     return k < K && ok ? __ldg(reinterpret_cast<const uint4*>(Xg + off + k)) : zero;
   };
-  auto load_chunk = [&](int64_t k, uint4 (&wv)[8], uint4& xa, uint4& xb) {
+  auto load_xs = [&](int64_t k, uint4 (&xa)[MT], uint4 (&xb)[MT]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      xa[mt] = load_x(k, xa_ok[mt], 2 * mt * x8);
+      xb[mt] = load_x(k, xb_ok[mt], (2 * mt + 1) * x8);
+    }
+  };
+  auto load_chunk = [&](int64_t k, uint4 (&wv)[8], uint4 (&xa)[MT], uint4 (&xb)[MT]) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) wv[j] = load_w(k, j);
-    xa = load_x(k, xa_ok, 0);
-    xb = load_x(k, xb_ok, x8);
+    load_xs(k, xa, xb);
   };
   // Accumulator faults "after k-step t" (64-wide): the chunk 2t's warp.
   auto inject = [&](int q) {
@@ -160,55 +184,60 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
         const Injection& inj = args.inj[i];
         if (inj.step < 0 || 2 * inj.step != q) continue;
         const int64_t ib = inj.row / M, im = inj.row % M;
-        if (ib != b || im / 16 != mb || inj.col / BN != tile) continue;
-        const int lr = (int)(im % 16), lc = inj.col % BN;
-        if (lane == owner_lane(lr, lc)) inject_acc<1>(f, lr, lc, inj, args.inj_log);
+        if (ib != b || im / ROWS != mb || inj.col / BN != tile) continue;
+        const int lr = (int)(im % ROWS), lc = inj.col % BN;
+        if (lane == owner_lane(lr, lc)) inject_acc<MT>(f, lr, lc, inj, args.inj_log);
       }
     }
   };
-  auto a_frag = [](const uint4& xa, const uint4& xb, int s, uint32_t (&a)[1][4]) {
-    a[0][0] = word(xa, 2 * s); a[0][1] = word(xb, 2 * s); a[0][2] = word(xa, 2 * s + 1); a[0][3] = word(xb, 2 * s + 1);
+  auto a_frag = [](const uint4 (&xa)[MT], const uint4 (&xb)[MT], int s, uint32_t (&a)[MT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      a[mt][0] = word(xa[mt], 2 * s); a[mt][1] = word(xb[mt], 2 * s);
+      a[mt][2] = word(xa[mt], 2 * s + 1); a[mt][3] = word(xb[mt], 2 * s + 1);
+    }
   };
   if constexpr (DEPTH == 1) {
     // One chunk's loads per warp in flight (4 KB; loading two before use spilled at 128 registers
     // and measured slower: NOTES_gemm.md, run 13c).
     for (int i = 0; i < nit; ++i) {
-      uint4 wv[8], xa, xb;
+      uint4 wv[8], xa[MT], xb[MT];
       load_chunk(k_of(i), wv, xa, xb);
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
-        uint32_t a[1][4], bf[8][2];
+        uint32_t a[MT][4], bf[8][2];
         a_frag(xa, xb, s, a);
 #pragma unroll
         for (int j = 0; j < 8; ++j) { bf[j][0] = word(wv[j], 2 * s); bf[j][1] = word(wv[j], 2 * s + 1); }
-        mma_step<T, 1, PROTECT>(f, a, bf);
+        mma_step<T, MT, PROTECT>(f, a, bf);
       }
       inject(q_begin + warp + NW * i);
       if (i == 0) st.mark(2);
     }
   } else {
-    uint4 wv[8], xa, xb;
+    uint4 wv[8], xa[MT], xb[MT];
     if (nit > 0) load_chunk(k_of(0), wv, xa, xb);
     for (int i = 0; i < nit; ++i) {
       const int64_t kn = i + 1 < nit ? k_of(i + 1) : K;  // K: nothing more to load
-      uint32_t a[2][1][4];
+      uint32_t a[2][MT][4];
       a_frag(xa, xb, 0, a[0]);
       a_frag(xa, xb, 1, a[1]);
-      xa = load_x(kn, xa_ok, 0);
-      xb = load_x(kn, xb_ok, x8);
+      load_xs(kn, xa, xb);
       float2 v[2][2];  // checksum sums [k16 step][register]
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
 #pragma unroll
         for (int s = 0; s < 2; ++s) {
-          Elem<T>::mma(f.acc[0][j], a[s][0], word(wv[j], 2 * s), word(wv[j], 2 * s + 1));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            Elem<T>::mma(f.acc[mt][j], a[s][mt], word(wv[j], 2 * s), word(wv[j], 2 * s + 1));
           if constexpr (PROTECT) add_block<T>(v[s], word(wv[j], 2 * s), word(wv[j], 2 * s + 1), j == 0);
         }
         wv[j] = load_w(kn, j);
       }
       if constexpr (PROTECT) {
-        check_step<T, 1>(f, a[0], v[0]);
-        check_step<T, 1>(f, a[1], v[1]);
+        check_step<T, MT>(f, a[0], v[0]);
+        check_step<T, MT>(f, a[1], v[1]);
       }
       inject(q_begin + warp + NW * i);
     }
@@ -216,19 +245,24 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
 
   // ------------------------------------------------------------- combine: warps, then the cluster
   st.mark(3);
-  const int rows = block_rows();
-  write_partial<T, 1>(f, 0, part + warp * PART + lane, rows);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) write_partial<T, MT>(f, mt, part + (warp * MT + mt) * PART + lane, block_rows(mt));
   __syncthreads();
   st.mark(4);
   if (S > 1) cluster_wait();
   st.mark(5);
   float4* p4 = reinterpret_cast<float4*>(part);
   // Non-leaders: this CTA's slot in the leader's shared memory, and the leader's mbarrier.
-  const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * PART / 4), 0) : 0u;
+  const uint32_t slot = rank ? mapa(smem_u32(p4 + (NW + rank - 1) * P4), 0) : 0u;
   const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
-  for (int e = tid; e < PART / 4; e += THREADS) {
-    if (!row_needed(e, rows)) continue;
-    const float4 v = fold_partials<NW - 1>(p4[e], p4 + PART / 4, e, NW - 1);
+  // float4 e of a partial: block e / (PART / 4), float4 e % (PART / 4) of its PART.
+  auto needed = [&](int e) {
+    if constexpr (MT == 1) return row_needed(e, block_rows(0));
+    else return row_needed(e % (PART / 4), block_rows(e / (PART / 4)));
+  };
+  for (int e = tid; e < P4; e += THREADS) {
+    if (!needed(e)) continue;
+    const float4 v = fold_partials<NW - 1, P4>(p4[e], p4 + P4, e, NW - 1);
     if (rank == 0) p4[e] = v;
     else st_async_v4(slot + 16 * e, pushed, v);
   }
@@ -238,32 +272,36 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     mbar_wait(&ctl.pushed, 0);
     st.mark(7);
     __syncthreads();  // this CTA's combined partial is complete too
-    for (int e = tid; e < PART / 4; e += THREADS)
-      if (row_needed(e, rows)) p4[e] = fold_partials<MAX_SPLIT - 1>(p4[e], p4 + NW * PART / 4, e, S - 1);
+    for (int e = tid; e < P4; e += THREADS)
+      if (needed(e)) p4[e] = fold_partials<MAX_SPLIT - 1, P4>(p4[e], p4 + NW * P4, e, S - 1);
   }
   __syncthreads();
   st.mark(8);
 
   // ------------------------------------------------------------- leader: verify, correct, store
+  // Warp mt < MT checks and stores m16 block mt (combined partial: the first MT * PART floats).
+  const bool checker = warp < MT;
   Block blk;
-  blk.active = warp == 0;
-  blk.row0 = (int64_t)mb * 16 + g;
+  blk.active = checker;
+  blk.row0 = (int64_t)mb * ROWS + 16 * warp + g;
   blk.col0 = (int64_t)tile * BN + 2 * c;
-  if (warp == 0) {
+  if (checker) {
     float v[NREG];  // lanes of rows >= M read leftovers: never checked, flagged or stored
 #pragma unroll
-    for (int r = 0; r < NREG; ++r) v[r] = part[r * 32 + lane];
+    for (int r = 0; r < NREG; ++r) v[r] = part[warp * PART + r * 32 + lane];
     check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
   }
   st.mark(9);
   if constexpr (PROTECT) {
-    // Only warp 0 flags groups: it reads the count after a warp barrier and lets the other warps
-    // know with a non-blocking arrive, so a clean block goes on to its store without waiting.
+    // Only the checker warps flag groups: they read the count after a barrier among themselves and
+    // let the other warps know with a non-blocking arrive, so a clean block goes on to its store
+    // without waiting.
     int nflag;
-    if (warp == 0) {
+    if (checker) {
       __syncwarp();
-      nflag = min(ctl.cs.nflag, MAX_FLAG);
       named_bar_arrive(1, THREADS);
+      if constexpr (MT > 1) named_bar_sync(2, 32 * MT);
+      nflag = min(ctl.cs.nflag, MAX_FLAG);
     } else {
       named_bar_sync(1, THREADS);
       nflag = min(ctl.cs.nflag, MAX_FLAG);
@@ -271,51 +309,54 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 ? 2 : 1) gemm_stream_kernel(c
     if (nflag > 0) {
       recompute_flagged<T>(ctl.cs, args, nflag, tile, b, warp, NW, lane);
       __syncthreads();
-      if (warp == 0) fix_block(blk, ctl.cs, args);
+      if (checker) fix_block(blk, ctl.cs, args);
     }
   }
   st.mark(10);
-  if (warp != 0) return;
+  if (!checker) return;
   store_block<T>(blk, args, b);
   if constexpr (PROTECT) {
-    __syncwarp();
-    if (lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
+    if constexpr (MT > 1) named_bar_sync(2, 32 * MT);  // every checker's outcomes are counted
+    else __syncwarp();
+    if (warp == 0 && lane == 0) report(ctl.cs, args, tile, (int)(gridDim.y * gridDim.z));
   }
   st.mark(11);
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW>
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT>
 int launch(const Args* a) {
-  constexpr auto kern = &gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW>;
-  const size_t smem = smem_bytes(NW, a->split);
-  if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT), true)) return e;
-  const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16), (unsigned)a->batch);
+  constexpr auto kern = &gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW, MT>;
+  const size_t smem = smem_bytes(NW, a->split, MT);
+  if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT, MT), true)) return e;
+  const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16 * MT), (unsigned)a->batch);
   return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, a->pdl != 0, *a);
 }
 
-template <typename T, int DEPTH, int NW>
+template <typename T, int DEPTH, int NW, int MT>
 int dispatch_depth(const Args* a) {
-  if (!a->protect) return launch<T, false, false, DEPTH, NW>(a);
-  return a->n_inj > 0 ? launch<T, true, true, DEPTH, NW>(a) : launch<T, true, false, DEPTH, NW>(a);
+  if (!a->protect) return launch<T, false, false, DEPTH, NW, MT>(a);
+  return a->n_inj > 0 ? launch<T, true, true, DEPTH, NW, MT>(a) : launch<T, true, false, DEPTH, NW, MT>(a);
 }
 template <typename T>
 int dispatch(const Args* a) {
-  if (a->warps == 16) return a->stages == 1 ? dispatch_depth<T, 1, 16>(a) : dispatch_depth<T, 2, 16>(a);
-  return a->stages == 1 ? dispatch_depth<T, 1, 8>(a) : dispatch_depth<T, 2, 8>(a);
+  if (a->mtile == 2) return a->stages == 1 ? dispatch_depth<T, 1, 8, 2>(a) : dispatch_depth<T, 2, 8, 2>(a);
+  if (a->warps == 16) return a->stages == 1 ? dispatch_depth<T, 1, 16, 1>(a) : dispatch_depth<T, 2, 16, 1>(a);
+  return a->stages == 1 ? dispatch_depth<T, 1, 8, 1>(a) : dispatch_depth<T, 2, 8, 1>(a);
 }
 
 }  // namespace stream
 }  // namespace ftg
 
-// The streaming thread-scheme kernel: any M (one CTA row per 16 rows of x: it is meant for
-// M <= 16, where W is read once); 16-byte aligned x and W rows (K and the row strides % 8 == 0);
+// The streaming thread-scheme kernel: any M (one CTA row per `mtile` = 1 or 2 m16 blocks of x, each
+// reading all of W: meant for small M); 16-byte aligned x and W rows (K and the row strides % 8 == 0);
 // `stages` 1 (load, then compute) or 2 (rolling: the next chunk loads while this one computes);
-// `warps` 8 or 16.
+// `warps` 8 or 16 (mtile 2: 8).
 extern "C" int ft_gemm_stream(const ftg::Args* a) {
   using namespace ftg;
   const int s = a->split;
   if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || s < 1 || s > stream::MAX_SPLIT ||
-      a->stages < 1 || a->stages > 2 || (a->warps != 8 && a->warps != 16) ||
+      a->stages < 1 || a->stages > 2 || (a->warps != 8 && a->warps != 16) || (a->mtile != 1 && a->mtile != 2) ||
+      (a->mtile == 2 && a->warps != 8) ||
       a->x_rstride % 8 || a->w_rstride % 8 || a->x_bstride % 8 || a->w_bstride % 8 ||
       reinterpret_cast<uintptr_t>(a->x) % 16 || reinterpret_cast<uintptr_t>(a->w) % 16)
     return FTG_ERR_ARGS;

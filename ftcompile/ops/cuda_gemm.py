@@ -361,15 +361,22 @@ def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None)
 
 
 @functools.lru_cache(maxsize=4096)
+def stream_mtile(m: int) -> int:
+    """m16 blocks of x per streaming CTA: 1, or 2 above M = 16 (each W fragment then serves both
+    blocks' MMAs, so W crosses L2 -> SM once per 32 rows; NOTES_gemm.md run 17)."""
+    return 1 if m <= 16 else 2
+
+
 def stream_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int, int]:
     """(split, stages, warps) of the streaming kernel (the sweeps of runs 13, 14 and 16): 16 warps
     per CTA where one CTA per SM covers the tiles and K >= 768 (16 warps loading per SM is what
     streams near the copy rate; since run 16's cheaper end they win at GPT-2 sizes too), else 8
     (two CTAs per SM); the rolling loop (stages 2) for big weights; the K split over a cluster
     doubled while the CTAs stay at most one per SM and each keeps 4 or more 32-wide k chunks."""
-    ctas = math.ceil(n / N_TILE) * math.ceil(m / 16) * wb
+    mtile = stream_mtile(m)
+    ctas = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
     big = wb * n * k * 2 >= STREAM_BIG_W_BYTES
-    warps = 16 if ctas <= num_sms and k >= 768 else 8
+    warps = 16 if ctas <= num_sms and k >= 768 and mtile == 1 else 8  # 2 blocks: 8 warps at 255 registers
     chunks = math.ceil(k / 32)
     split = 1
     while split < 8 and ctas * split * 2 <= num_sms and chunks // (split * 2) >= 4:
@@ -401,8 +408,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     that receives (sum, check, threshold) per check (global: per row; thread: per row and group,
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
-    kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA) and pdl
-    (programmatic dependent launch; default STREAM_PDL) the streaming one."""
+    kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
+    blocks of x per CTA: 1, or 2 with 8 warps) and pdl (programmatic dependent launch; default
+    STREAM_PDL) the streaming one."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -457,9 +465,13 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
-    if stream:  # mtile, wm, nbox: the ring kernel's, unread here
+    if stream:  # wm, nbox: the ring kernel's, unread here
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
-        a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
+        a.mtile = mtile or stream_mtile(m)
+        if a.mtile not in (1, 2):
+            raise ValueError(f"ftcompile: streaming kernel m16 blocks per CTA {a.mtile} (1, 2)")
+        a.split, a.stages = split or auto_split, stages or auto_stages
+        a.warps = 8 if a.mtile == 2 else (warps or auto_warps)
         a.pdl = int(STREAM_PDL if pdl is None else pdl)
         chains = a.warps * a.split
     elif thread:
