@@ -393,7 +393,7 @@ def main():
                         best = (ms, nbox, stages, sp, wm)
         nbytes = (m * k + n * k + m * n + n) * 2
         auto_ms = graph_time(runner.variant("on", "linear_thread"), sets)
-        if cuda_gemm.thread_kernel(m, n, k, 1) == "stream":
+        if cuda_gemm.thread_kernel(m, n, k, 1, sms) == "stream":
             a_sp, a_ns, a_w = cuda_gemm.stream_config(m, n, k, 1, sms)
             a_wm, a_nbox = f"{a_w}", "stream"
         sweep.append([f"{m}x{n}x{k}", f"w{a_wm} b{a_nbox} s{a_ns} k{a_sp}", f"{auto_ms * 1000:.1f}",

@@ -72,6 +72,23 @@ def test_injection_plan_draws_the_reference_elements(spread):
             assert [(r, c) for _, _, r, c, _ in plan] == cpu
 
 
+def test_thread_kernel_choice_follows_the_measurements():
+    """The auto rule picks the kernel run 17 measured faster (H200, 132 SMs): streaming for M <= 16
+    and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB), ring beyond; the
+    streaming kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
+    stream = [(1, 11008, 4096), (16, 14336, 4096), (32, 4096, 4096), (64, 4096, 4096), (32, 4096, 11008),
+              (128, 768, 768), (96, 2304, 768)]
+    ring = [(32, 11008, 4096), (32, 14336, 4096), (96, 4096, 4096), (64, 4096, 11008), (128, 2304, 768),
+            (96, 3072, 768)]
+    for m, n, k in stream:
+        assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == "stream", (m, n, k)
+    for m, n, k in ring:
+        assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == "ring", (m, n, k)
+    assert cuda_gemm.thread_kernel(128, 768, 768, 1, 132, kernel="ring") == "ring"
+    assert cuda_gemm.stream_mtile(16) == 1 and cuda_gemm.stream_mtile(17) == 2
+    assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
+
+
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
     nvcc = shutil.which("nvcc")

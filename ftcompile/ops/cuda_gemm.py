@@ -1,5 +1,5 @@
 """CUDA kernels (csrc/gemm) for ``ftcompile::linear_global`` and ``ftcompile::linear_thread``
-(two kernels: a TMA-ring one for up to 128 rows per CTA, a streaming one for M <= 16).
+(two kernels: a TMA-ring one for up to 128 rows per CTA, a streaming one for small M: see THREAD_KERNEL).
 
 Hopper (sm_90) only, bf16 and fp16; anything else runs the reference algorithm, and
 :func:`fallback_reason` says why. The kernels are built once per process with
@@ -53,12 +53,15 @@ GLOBAL_BM = 128
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
-# M <= 16 shape measured, and has the lower fixed cost; NOTES_gemm.md run 14), or "stream" /
-# "ring" to force one.
+# M <= 16 shape measured, and has the lower fixed cost, NOTES_gemm.md run 14; above M = 16 while
+# its 32-row CTAs fit one wave, run 17), or "stream" / "ring" to force one.
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
 # Weights from this size on are streamed by the rolling loop; smaller ones (GPT-2 layers) are
 # faster at depth 1 (the sweep of run 16).
 STREAM_BIG_W_BYTES = 8 << 20
+# Above M = 32 the streaming kernel reads W once per 32 rows of x; from this size on the ring
+# kernel is faster (run 17).
+STREAM_REREAD_W_BYTES = 64 << 20
 # The streaming kernel is launched with programmatic dependent launch: it starts (and lets the
 # next kernel start) while the previous kernel of the stream ends, and waits for it before it
 # touches global memory (NOTES_gemm.md, run 16). "0" launches it plainly.
@@ -349,24 +352,30 @@ def thread_config(m: int, n: int, k: int, wb: int, num_sms: int, nbox: Optional[
     return mtile, wm, split, nbox, stages
 
 
-def thread_kernel(m: int, n: int, k: int, wb: int, kernel: Optional[str] = None) -> str:
-    """"stream" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] (see
-    THREAD_KERNEL)."""
+def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optional[str] = None) -> str:
+    """"stream" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] on a GPU of
+    num_sms SMs (see THREAD_KERNEL)."""
     kind = kernel or THREAD_KERNEL
     if kind not in ("auto", "stream", "ring"):
         raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring)")
     if kind != "auto":
         return kind
-    return "stream" if m <= 16 else "ring"
+    # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
+    # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
+    # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
+    # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
+    rows = math.ceil(m / 32)
+    fits = math.ceil(n / N_TILE) * rows * wb <= num_sms and (rows == 1 or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
+    return "stream" if m <= 16 or fits else "ring"
 
 
-@functools.lru_cache(maxsize=4096)
 def stream_mtile(m: int) -> int:
     """m16 blocks of x per streaming CTA: 1, or 2 above M = 16 (each W fragment then serves both
     blocks' MMAs, so W crosses L2 -> SM once per 32 rows; NOTES_gemm.md run 17)."""
     return 1 if m <= 16 else 2
 
 
+@functools.lru_cache(maxsize=4096)
 def stream_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int, int]:
     """(split, stages, warps) of the streaming kernel (the sweeps of runs 13, 14 and 16): 16 warps
     per CTA where one CTA per SM covers the tiles and K >= 768 (16 warps loading per SM is what
@@ -464,7 +473,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if dbg is not None:
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
-    stream = thread and thread_kernel(m, n, k, wb, kernel) == "stream"
+    stream = thread and thread_kernel(m, n, k, wb, a.num_sms, kernel) == "stream"
     if stream:  # wm, nbox: the ring kernel's, unread here
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
         a.mtile = mtile or stream_mtile(m)
