@@ -381,6 +381,19 @@ def test_global_multicast_variant(dtype):
     assert st["detected"] == 3 and st["corrected"] == 3 and st["uncorrectable"] == 0
 
 
+def _fault_each_stage(name, run, clean, dtype, index, k):
+    """One accumulator fault (in the last k-step) and one output fault at `index`, each a call of
+    `run()`: both corrected back to `clean`. Returns the number of faults injected."""
+    for stage in ("accumulator", "output"):
+        spec = FaultSpec(site=name, stage=stage, index=index, value=5.0,
+                         **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
+        with inject(spec) as inj:
+            y = run()
+        assert len(inj.events) == 1
+        _assert_same_but_corrected(y, clean, dtype)
+    return 2
+
+
 @needs_hopper
 @pytest.mark.parametrize("depth,warps", [(1, 8), (2, 8), (1, 16), (2, 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -407,14 +420,7 @@ def test_stream_kernel_every_cluster_split(dtype, depth, warps):
             same_order = cuda_gemm.run("linear_thread", x, w, b, s, split=split, stages=1, warps=warps,
                                        kernel="stream")
             assert torch.equal(clean, same_order), (m, n, k, split)
-            for stage in ("accumulator", "output"):
-                spec = FaultSpec(site=name, stage=stage, index=(m - 1, n // 3), value=5.0,
-                                 **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
-                with inject(spec) as inj:
-                    y = run()
-                assert len(inj.events) == 1
-                faults += 1
-                _assert_same_but_corrected(y, clean, dtype)
+            faults += _fault_each_stage(name, run, clean, dtype, (m - 1, n // 3), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 
@@ -446,14 +452,7 @@ def test_stream_kernel_two_row_blocks_per_cta(dtype, depth):
                 assert torch.equal(y, run(protect, mtile=1)), (m, n, k, split, protect)
             clean = run()
             for row in sorted({m - 1, 16 % m, 5}):  # the last row, block 1's first row, block 0
-                for stage in ("accumulator", "output"):
-                    spec = FaultSpec(site=name, stage=stage, index=(row, n // 3), value=5.0,
-                                     **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
-                    with inject(spec) as inj:
-                        y = run()
-                    assert len(inj.events) == 1
-                    faults += 1
-                    _assert_same_but_corrected(y, clean, dtype)
+                faults += _fault_each_stage(name, run, clean, dtype, (row, n // 3), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 
