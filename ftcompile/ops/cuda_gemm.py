@@ -364,7 +364,7 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
     # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
-    rows = math.ceil(m / 32)
+    rows = math.ceil(m / (16 * stream_mtile(m)))
     fits = math.ceil(n / N_TILE) * rows * wb <= num_sms and (rows == 1 or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
     return "stream" if m <= 16 or fits else "ring"
 
@@ -376,13 +376,15 @@ def stream_mtile(m: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def stream_config(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int, int]:
-    """(split, stages, warps) of the streaming kernel (the sweeps of runs 13, 14 and 16): 16 warps
-    per CTA where one CTA per SM covers the tiles and K >= 768 (16 warps loading per SM is what
-    streams near the copy rate; since run 16's cheaper end they win at GPT-2 sizes too), else 8
-    (two CTAs per SM); the rolling loop (stages 2) for big weights; the K split over a cluster
-    doubled while the CTAs stay at most one per SM and each keeps 4 or more 32-wide k chunks."""
-    mtile = stream_mtile(m)
+def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
+                  mtile: Optional[int] = None) -> Tuple[int, int, int]:
+    """(split, stages, warps) of the streaming kernel with mtile m16 blocks per CTA (default
+    stream_mtile; the sweeps of runs 13, 14 and 16): 16 warps per CTA where one CTA per SM covers
+    the tiles and K >= 768 (16 warps loading per SM is what streams near the copy rate; since run
+    16's cheaper end they win at GPT-2 sizes too), else 8 (two CTAs per SM); the rolling loop
+    (stages 2) for big weights; the K split over a cluster doubled while the CTAs stay at most one
+    per SM and each keeps 4 or more 32-wide k chunks."""
+    mtile = mtile or stream_mtile(m)
     ctas = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
     big = wb * n * k * 2 >= STREAM_BIG_W_BYTES
     warps = 16 if ctas <= num_sms and k >= 768 and mtile == 1 else 8  # 2 blocks: 8 warps at 255 registers
@@ -475,12 +477,12 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, a.num_sms, kernel) == "stream"
     if stream:  # wm, nbox: the ring kernel's, unread here
-        auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms)
         a.mtile = mtile or stream_mtile(m)
-        if a.mtile not in (1, 2):
-            raise ValueError(f"ftcompile: streaming kernel m16 blocks per CTA {a.mtile} (1, 2)")
-        a.split, a.stages = split or auto_split, stages or auto_stages
-        a.warps = 8 if a.mtile == 2 else (warps or auto_warps)
+        auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms, a.mtile)
+        a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
+        if a.mtile not in (1, 2) or (a.mtile == 2 and a.warps != 8):
+            raise ValueError(f"ftcompile: streaming kernel with {a.mtile} m16 blocks and {a.warps} warps "
+                             "per CTA (1 block: 8 or 16 warps; 2 blocks: 8)")
         a.pdl = int(STREAM_PDL if pdl is None else pdl)
         chains = a.warps * a.split
     elif thread:
