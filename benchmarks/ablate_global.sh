@@ -8,23 +8,37 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ablate
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ablate/env.log 2>&1
-flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -shared)
+flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC)
+# The other kernels once, the global kernel per build (object files, linked per build).
+for f in csrc/gemm/*.cu; do
+  [ "$(basename "$f")" = global_gemm.cu ] && continue
+  nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
+done
 for a in ${ABLATE:-0 1 3 7}; do
-  nvcc "${flags[@]}" -DFTG_ABLATE=$a csrc/gemm/*.cu -o /tmp/ablate/libgemm_$a.so > /tmp/ablate/build_$a.log 2>&1 &
+  nvcc "${flags[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
 done
 wait
+for a in ${ABLATE:-0 1 3 7}; do
+  nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o /tmp/ablate/stream_gemm.o \
+    /tmp/ablate/thread_gemm.o -o /tmp/ablate/libgemm_$a.so >> /tmp/ablate/build_$a.log 2>&1
+done
 cat > /tmp/ablate/run.py <<'PY'
 import sys; sys.path.insert(0, "benchmarks")
 import torch
 from bench_gemm import Runner, graph_time, make_sets
 r = Runner()
 names = sys.argv[1].split(",")
-for shape in [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]:
+shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
+if "--more" in sys.argv:
+    shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192)]
+for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
     t = {n: graph_time(r.variant(n, "linear_global"), sets) for n in names}
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 16: no weighted check)"
-  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) 2>&1 | grep -v Warning
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 16: no weighted check;"
+  echo "   tile-local proxies: 32 statistics every k-step, 64 n8 checksum wgmma, 128 no hand-over, 256 max/min only)"
+  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) \
+    ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"
