@@ -458,21 +458,25 @@ def test_stream_kernel_two_row_blocks_per_cta(dtype, depth):
 
 
 @needs_hopper
-def test_stream_kernel_chained_launches_wait_for_their_input():
-    """Programmatic dependent launch: each call may start while the previous kernel ends and
-    must wait for it before reading x. A chain of streaming calls, each reading the output the
-    previous one just wrote (eager, then replayed from a CUDA graph), equals the same chain
-    launched plainly, bit for bit, and stays within the 2x rule of an fp64 chain."""
-    s = ftcompile.telemetry.site(site("cu-stream-pdl"))
+@pytest.mark.parametrize("kernel", ["stream", "global"])
+def test_chained_launches_wait_for_their_input(kernel):
+    """Programmatic dependent launch (streaming and global kernels): each call may start while the
+    previous kernel ends and must wait for it before reading x (and, global, the workspace the
+    previous call's verification resets). A chain of calls, each reading the output the previous
+    one just wrote (eager, then replayed from a CUDA graph), equals the same chain launched
+    plainly, bit for bit, and stays within the 2x rule of an fp64 chain."""
+    name = f"cu-{kernel}-pdl"
+    s = ftcompile.telemetry.site(site(name))
     torch.manual_seed(0)
     ws = [_rand(n, k, dtype=torch.bfloat16, scale=k ** -0.5) for n, k in [(4096, 1024), (1024, 4096), (768, 1024),
                                                                          (1024, 768)]]
-    x0 = _rand(1, 1024, dtype=torch.bfloat16)
+    x0 = _rand(1 if kernel == "stream" else 300, 1024, dtype=torch.bfloat16)
+    scheme = "linear_thread" if kernel == "stream" else "linear_global"
 
     def chain(pdl):
         y = x0
         for w in ws * 3:
-            y = cuda_gemm.run("linear_thread", y, w, None, s, kernel="stream", pdl=pdl)
+            y = cuda_gemm.run(scheme, y, w, None, s, kernel="stream" if kernel == "stream" else None, pdl=pdl)
         return y
 
     plain, ordered = chain(False), chain(True)
@@ -489,5 +493,25 @@ def test_stream_kernel_chained_launches_wait_for_their_input():
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(replayed, plain)
-    st = _stats("cu-stream-pdl")
+    st = _stats(name)
     assert st["detected"] == 0 and st["uncorrectable"] == 0
+
+
+@needs_hopper
+def test_global_rows_past_the_fix_list_are_uncorrectable():
+    """A CTA corrects at most 32 flagged rows per call (its fix list); the verifier warps take
+    the list's slots atomically and count every row past them uncorrectable. W changed behind
+    the checksum cache (through .data: no version bump) puts every row of both M-tiles off."""
+    name = "cu-fixlist"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(0)
+    x, w = _rand(256, 512, dtype=torch.bfloat16), _rand(512, 512, dtype=torch.bfloat16, scale=512 ** -0.5)
+    cuda_gemm.run("linear_global", x, w, None, s)  # checksums cached for this weight
+    assert _stats(name)["detected"] == 0
+    w.data[:, 0] += 1.0
+    cuda_gemm.run("linear_global", x, w, None, s)
+    torch.cuda.synchronize()
+    st = _stats(name)
+    assert st["detected"] == 256
+    assert st["corrected"] + st["uncorrectable"] == 256 and st["uncorrectable"] >= 2 * (128 - 32)
+

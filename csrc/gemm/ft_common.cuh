@@ -54,7 +54,7 @@ struct Args {
   int32_t cluster;             // global scheme: CTAs per cluster sharing W tiles by TMA multicast (1, 2)
   int32_t wm;                  // thread scheme: consumer warps across M (1, 2, 4); the rest split K
   int32_t warps;               // streaming thread kernel: warps per CTA (8, 16)
-  int32_t pdl;                 // streaming thread kernel: programmatic dependent launch (0, 1)
+  int32_t pdl;                 // streaming thread and global kernels: programmatic dependent launch (0, 1)
   Injection inj[kMaxInj];
 };
 

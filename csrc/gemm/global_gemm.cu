@@ -1,14 +1,14 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
-// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warp 1 verifies,
+// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warps 1-3 verify,
 // and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2
 // run m64n256k16 wgmma on a 128x256 tile; while their wgmmas run they also build the x-side of
 // the check from the A tiles in shared memory on every T_N-th k-step of the tile (x . sum_n W[n],
 // sum x, max x, min x per row: no extra launch, no extra pass over x). The epilogue adds the bias
 // to the fp32 accumulators, folds the output row sums (plain and position-weighted) into per-row
 // fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands
-// the tile to the verifier warp and goes on with the next tile. The verifier takes the M-tile's
-// ticket; the CTA holding the last ticket of an M-tile verifies its rows against V-ABFT
+// the tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's
+// ticket; in the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT
 // thresholds and resets what it read for the next call; a flagged row's single fault is located
 // with the weighted checksum, recomputed and rechecked: none of this is on the consumers' path.
 // Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
@@ -56,7 +56,8 @@ struct Smem {
   float wc[STAGES][2][BK];       // sum_n W[n], sum_n (n+1) W[n] over a stage's k (statistics k-steps)
   float bias[2][BN];             // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
-  int nfix;
+  int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
+  int last[2];                   // by tile parity: this CTA took the M-tile's last ticket
   double red[6];                 // WG0's group sums (4) and located positions (2 x 2 ints)
 };
 constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
@@ -348,21 +349,21 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
   return ok;
 }
 
-// Verify the rows of M-tile (b, mt) once every N-tile's sums are in (the verifier warp of the CTA
-// holding the last ticket); resets the rows' workspace and the ticket for the next call. Flagged
-// rows (policies that correct) join the CTA's fix list, corrected after its last tile: inline here,
-// the correction's registers made ptxas spill the verifier's hot values (reloaded from L2 on every
-// tile: the kernel's tail grew by the verifier's slowness). Rows past the list's room are counted
-// uncorrectable.
+// Verify the rows of M-tile (b, mt) once every N-tile's sums are in (the verifier warps of the CTA
+// holding the last ticket: warp vw of the three takes the 32-row groups vw and vw + 3, so a row's
+// loads wait one round trip instead of four in turn: the last M-tiles' verification is the
+// kernel's tail); resets the rows' workspace for the next call. Flagged rows (policies that
+// correct) take a slot of the CTA's fix list, corrected after its last tile: inline here, the
+// correction's registers made ptxas spill the verifier's hot values. Rows past the list's room
+// are counted uncorrectable. Returns whether a row had non-finite inputs.
 template <typename T>
-__device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int tm_n, int lane, FixJob* jobs,
-                            int& nfix) {
+__device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int lane, int vw, Smem& sm) {
   const int64_t M = args.M, N = args.N, K = args.K;
   int ndet = 0, lost = 0;
   bool invalid = false;
   const bool fix = args.policy == kCorrect || args.policy == kRecompute;
-#pragma unroll 1  // unrolled, its loads in flight together, it was no faster and spilled more
-  for (int i = 0; i < BM / 32; ++i) {
+#pragma unroll 1
+  for (int i = vw; i < BM / 32; i += 3) {
     const int64_t m = (int64_t)mt * BM + lane + 32 * i;
     bool flagged = false;
     float d1 = 0.f, thr = 0.f;
@@ -392,24 +393,16 @@ __device__ void verify_mtile(const Args& args, const Ws& ws, int b, int mt, int 
         args.dbg[3 * row] = s1; args.dbg[3 * row + 1] = c1; args.dbg[3 * row + 2] = valid ? thr : -1.0;
       }
     }
-    const unsigned mask = __ballot_sync(0xffffffffu, flagged);
-    ndet += __popc(mask);
-    if (fix && mask) {
-      const int slot = nfix + __popc(mask & ((1u << lane) - 1u));
-      if (flagged && slot < FIX_CAP) jobs[slot] = FixJob{s2, c1, c2, d1, thr, b, (int)m};
-      nfix += __popc(mask);
+    ndet += __popc(__ballot_sync(0xffffffffu, flagged));
+    if (fix && flagged) {
+      const int slot = atomicAdd(&sm.nfix, 1);
+      if (slot < FIX_CAP) sm.fix[slot] = FixJob{s2, c1, c2, d1, thr, b, (int)m};
+      else ++lost;
     }
   }
-  if (nfix > FIX_CAP) {
-    lost = nfix - FIX_CAP;
-    nfix = FIX_CAP;
-  }
-  invalid = __any_sync(0xffffffffu, invalid);
-  if (lane == 0) {
-    ws.ticket()[b * tm_n + mt] = 0;
-    add_outcomes(args, ndet, 0, lost);
-    count_nonfinite_once(args, invalid, (int)args.batch * tm_n, ws.reports());
-  }
+  lost = warp_sum(lost);
+  if (lane == 0) add_outcomes(args, ndet, 0, lost);
+  return __any_sync(0xffffffffu, invalid);
 }
 
 
@@ -463,13 +456,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
+    sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
     tma_prefetch_desc(&tmB);
-    if (PROTECT && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
   }
   if (args.cluster > 1) cluster_sync();  // barriers initialised before any peer multicasts or arrives
   else __syncthreads();
+  // Programmatic dependent launch (Args.pdl): the next kernel of the stream may launch now (its CTAs
+  // get SMs as this grid's leave: its set-up overlaps this grid's tail, the last M-tiles'
+  // verification), and this grid's set-up above overlapped the previous kernel's end. Nothing
+  // before the wait touches global memory (the workspace is the previous call's until then).
+  grid_dep_launch_dependents();
+  grid_dep_wait();
+  if (PROTECT && tid == 0 && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
 
   if (wg == 0) {
     // Register split: 72 for the producer/verifier warpgroup (at 56 the verifier spilled its
@@ -513,29 +513,37 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
       }
-    } else if (PROTECT && (FTG_ABLATE & 128) && warp == 1) {
-      if (lane == 0) sm.nfix = 0;
-    } else if (PROTECT && warp == 1) {  // --------------------------- verifier
+    } else if (PROTECT && (FTG_ABLATE & 128)) {
+    } else if (PROTECT) {  // ------------------------------------------- verifiers (warps 1-3)
       const Ws ws(args.ws, args.ws_rows);
-      int seq = 0, nfix = 0;
+      int seq = 0;
       for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
         const TileCoord c = g.tile(t);
         mbar_wait(&sm.epi_full, seq & 1);
-        bool last = false;
-        if (c.mt < g.tm_n && lane == 0) {  // (a cluster's spare tile past M has nothing to verify)
-          // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
-          // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
-          __threadfence();
-          last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
+        if (warp == 1 && lane == 0) {
+          bool last = false;
+          if (c.mt < g.tm_n) {  // (a cluster's spare tile past M has nothing to verify)
+            // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
+            // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
+            __threadfence();
+            last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
+          }
+          sm.last[seq & 1] = last;
         }
-        last = __shfl_sync(0xffffffffu, last, 0);
-        if (lane == 0) mbar_arrive(&sm.epi_empty);  // the consumers may hand over the next tile
-        if (last && !(FTG_ABLATE & 1)) {
+        // The ticket's answer, to the three warps (by parity: warp 1 may write the next tile's
+        // before the others read this one's). Only then may the consumers hand over the next
+        // tile: none of the three can be two phases of epi_full behind.
+        named_bar_sync(3, 96);
+        if (warp == 1 && lane == 0) mbar_arrive(&sm.epi_empty);
+        if (sm.last[seq & 1] && !(FTG_ABLATE & 1)) {
           __threadfence();
-          verify_mtile<T>(args, ws, c.b, c.mt, g.tm_n, lane, sm.fix, nfix);
+          const bool invalid = named_bar_or(3, 96, verify_rows<T>(args, ws, c.b, c.mt, lane, warp - 1, sm));
+          if (warp == 1 && lane == 0) {
+            ws.ticket()[c.b * g.tm_n + c.mt] = 0;
+            count_nonfinite_once(args, invalid, (int)args.batch * g.tm_n, ws.reports());
+          }
         }
       }
-      if (lane == 0) sm.nfix = nfix;
     }
     if constexpr (PROTECT) {
       // The whole warpgroup corrects the CTA's flagged rows once its roles are done: in the
@@ -544,11 +552,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       __syncwarp();
       named_bar_sync(2, 128);  // the fix list is complete
       int ncorr = 0, nunc = 0;
-      for (int f = 0; f < sm.nfix; ++f) {
+      const int nfix = min(sm.nfix, FIX_CAP);
+      for (int f = 0; f < nfix; ++f) {
         if (fixup_row<T>(args, sm.fix[f], tid, sm.red)) ++ncorr;
         else ++nunc;
       }
-      if (tid == 0 && sm.nfix) add_outcomes(args, 0, ncorr, nunc);
+      if (tid == 0 && nfix) add_outcomes(args, 0, ncorr, nunc);
     }
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
@@ -692,7 +701,7 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
-  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, false, ta, tb, *a);
+  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, *a);
 }
 
 }  // namespace glb

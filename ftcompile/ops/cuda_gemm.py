@@ -62,10 +62,10 @@ STREAM_BIG_W_BYTES = 8 << 20
 # Above M = 32 the streaming kernel reads W once per 32 rows of x; from this size on the ring
 # kernel is faster (run 17).
 STREAM_REREAD_W_BYTES = 64 << 20
-# The streaming kernel is launched with programmatic dependent launch: it starts (and lets the
-# next kernel start) while the previous kernel of the stream ends, and waits for it before it
-# touches global memory (NOTES_gemm.md, run 16). "0" launches it plainly.
-STREAM_PDL = os.environ.get("FTCOMPILE_STREAM_PDL", "1") != "0"
+# The streaming and the global kernel are launched with programmatic dependent launch: they start
+# (and let the next kernel start) while the previous kernel of the stream ends, and wait for it
+# before they touch global memory (NOTES_gemm.md, runs 16 and 18). "0" launches them plainly.
+PDL = os.environ.get("FTCOMPILE_PDL", "1") != "0"
 SMEM_MAX = 227 << 10  # dynamic shared memory per CTA on sm_90
 THREAD_SMEM_FIXED = 1024 + (2 << 10)  # alignment slack + the kernel's Smem block (generous)
 # CTAs per cluster of the global kernel (W half-tiles multicast over the pair); 1 or 2.
@@ -420,8 +420,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
-    blocks of x per CTA: 1, or 2 with 8 warps) and pdl (programmatic dependent launch; default
-    STREAM_PDL) the streaming one."""
+    blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
+    launch; default PDL) the streaming and the global kernel."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -476,6 +476,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
     stream = thread and thread_kernel(m, n, k, wb, a.num_sms, kernel) == "stream"
+    a.pdl = int(PDL if pdl is None else pdl) if stream or not thread else 0  # the ring kernel: plain
     if stream:  # wm, nbox: the ring kernel's, unread here
         a.mtile = mtile or stream_mtile(m)
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms, a.mtile)
@@ -483,7 +484,6 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         if a.mtile not in (1, 2) or (a.mtile == 2 and a.warps != 8):
             raise ValueError(f"ftcompile: streaming kernel with {a.mtile} m16 blocks and {a.warps} warps "
                              "per CTA (1 block: 8 or 16 warps; 2 blocks: 8)")
-        a.pdl = int(STREAM_PDL if pdl is None else pdl)
         chains = a.warps * a.split
     elif thread:
         a.mtile, a.wm, sp_auto, a.nbox, a.stages = thread_config(m, n, k, wb, a.num_sms, nbox, stages,
