@@ -118,19 +118,6 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16_bf16_t1(float* d, const uint
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 
-// D[64x8] += A[64x16] * B[16x8]; A in registers (wgmma A fragment), B K-major in shared memory.
-__device__ __forceinline__ void wgmma_rs_m64n8k16_bf16_t0(float* d, const uint32_t* a, uint64_t desc_b) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-
 // [D | Dc][64x72] += A[64x16] * B[16x72]; A in registers, B N-major in shared memory; columns
 // 64..71 accumulate into dc.
 __device__ __forceinline__ void wgmma_rs_cs_m64n72k16_bf16(float* d, float* dc, const uint32_t* a, uint64_t desc_b) {
@@ -281,19 +268,6 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16_f16_t1(float* d, const uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 
-// D[64x8] += A[64x16] * B[16x8]; A in registers (wgmma A fragment), B K-major in shared memory.
-__device__ __forceinline__ void wgmma_rs_m64n8k16_f16_t0(float* d, const uint32_t* a, uint64_t desc_b) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.eq.u32 p, 1, 1;\n"  // scale-d is a predicate: always accumulate
-      "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
-
 // [D | Dc][64x72] += A[64x16] * B[16x72]; A in registers, B N-major in shared memory; columns
 // 64..71 accumulate into dc.
 __device__ __forceinline__ void wgmma_rs_cs_m64n72k16_f16(float* d, float* dc, const uint32_t* a, uint64_t desc_b) {
@@ -350,10 +324,8 @@ template <typename T, int N, int TNSP>
 __device__ __forceinline__ void wgmma_rs(float* d, const uint32_t* a, uint64_t desc_b) {
   if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 64 && TNSP == 1) wgmma_rs_m64n64k16_bf16_t1(d, a, desc_b);
   else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 128 && TNSP == 1) wgmma_rs_m64n128k16_bf16_t1(d, a, desc_b);
-  else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 8 && TNSP == 0) wgmma_rs_m64n8k16_bf16_t0(d, a, desc_b);
   else if constexpr (std::is_same<T, __half>::value && N == 64 && TNSP == 1) wgmma_rs_m64n64k16_f16_t1(d, a, desc_b);
   else if constexpr (std::is_same<T, __half>::value && N == 128 && TNSP == 1) wgmma_rs_m64n128k16_f16_t1(d, a, desc_b);
-  else if constexpr (std::is_same<T, __half>::value && N == 8 && TNSP == 0) wgmma_rs_m64n8k16_f16_t0(d, a, desc_b);
   else static_assert(sizeof(T) == 0, "no wgmma wrapper for this type and shape");
 }
 template <typename T, int N>

@@ -25,8 +25,8 @@
 // statistics. (Bit 8, tickets by one acq_rel atomic, was measured and removed: NOTES_gemm.md.)
 // Proxies of a tile-local check (run 18a): 32: the statistics on every k-step of every tile,
 // 64: one more m64n8k16 wgmma per k16 (checksum columns), 128: no hand-over, tickets or
-// workspace atomics, 256: statistics max / min only, 512: the n8 wgmma (64) with A from registers,
-// 1024: with 512, no wgmma group in flight across k-steps, 2048: with 512, no n8 wgmma (ldmatrix only).
+// workspace atomics, 256: statistics max / min only. (Bits 512-2048, the n8 wgmma with A from
+// registers, were measured in run 18c and removed: commit 2052c06 has them.)
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
@@ -171,44 +171,6 @@ template <typename T, bool PROTECT>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int nk, int& it, int wgc, int lane,
                                          int cl, uint32_t rank, XStats<T>& xs, int stats_nt, int tn_n, int64_t K,
                                          float* acc8) {
-  if constexpr (PROTECT && (FTG_ABLATE & 512)) {  // the n8 wgmma with A from registers (ldmatrix)
-    uint32_t fa[16], fb[16];
-    const int r = wgc * 64 + (int)(threadIdx.x / 32 % 4) * 16 + lane % 16;
-    auto step = [&](int ks, uint32_t(&af)[16]) {
-      const int slot = it % STAGES;
-      mbar_wait(&sm.full[slot], (it / STAGES) & 1);
-      uint8_t* stage = base + slot * STAGE_BYTES;
-      const uint32_t arow = smem_u32(stage) + r * 128;
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) ldsm_x4(af + 4 * kk, arow + (((2 * kk + lane / 16) ^ (r & 7)) << 4));
-      const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
-      if (!(FTG_ABLATE & 2048)) {
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) wgmma_rs<T, 8, 0>(acc8, af + 4 * kk, db + 2 * kk);
-      }
-      wgmma_commit();
-      if (FTG_ABLATE & 1024) {  // no group in flight across steps (the other warpgroup's fill the gap)
-        wgmma_wait<0>();
-        if (lane == 0) release_slot(sm, it % STAGES, cl, rank);
-      } else {
-        wgmma_wait<1>();
-        if (ks > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
-      }
-      ++it;
-    };
-    int ks = 0;
-    for (; ks + 1 < nk; ks += 2) {
-      step(ks, fa);
-      step(ks + 1, fb);
-    }
-    if (ks < nk) step(ks, fa);
-    wgmma_wait<0>();
-    if (!(FTG_ABLATE & 1024) && nk > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
-    return;
-  }
   int stats_ks = stats_nt;
   for (int ks = 0; ks < nk; ++ks, ++it) {
     const int slot = it % STAGES;
