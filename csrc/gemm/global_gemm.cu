@@ -9,7 +9,7 @@
 // fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands
 // the tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's
 // ticket; in the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT
-// thresholds and resets what it read for the next call; a flagged row's single fault is located
+// thresholds and reset what they read for the next call; a flagged row's single fault is located
 // with the weighted checksum, recomputed and rechecked: none of this is on the consumers' path.
 // Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
 // multicast the W half-tiles (args.cluster = 2).
@@ -475,7 +475,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
       }
-    } else if (PROTECT && (FTG_ABLATE & 128)) {
+    } else if (PROTECT && (FTG_ABLATE & 128)) {  // (the proxy without hand-over has no verifiers)
     } else if (PROTECT) {  // ------------------------------------------- verifiers (warps 1-3)
       const Ws ws(args.ws, args.ws_rows);
       int seq = 0;
