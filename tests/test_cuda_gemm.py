@@ -498,6 +498,44 @@ def test_chained_launches_wait_for_their_input(kernel):
 
 
 @needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("split", [2, 3, 5])
+def test_global_split_k(dtype, split):
+    """K split over consecutive CTAs (the last one adds the others' partial tiles): within the 2x
+    rule, protected equal to unprotected, no false alarm; accumulator faults in the first and the
+    last split's k-steps and output faults detected and corrected (output = the fault-free one);
+    the workspace flags reset (repeated calls, CUDA graph replay)."""
+    name = f"cu-splitk-{split}-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(split)
+    x, w, b = _rand(200, 1000, dtype=dtype), _rand(600, 1000, dtype=dtype, scale=1000 ** -0.5), _rand(600, dtype=dtype)
+    ref = F.linear(x.double(), w.double(), b.double())
+    torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+    run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, split=split, **kw)
+    clean = run()
+    assert (clean.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+    assert torch.equal(run(protect=False), clean)
+    assert torch.equal(run(), clean)  # flags were reset: the same again
+    faults = 0
+    for spec in (dict(stage="accumulator", value=0.5, k_step=0), dict(stage="accumulator", value=-0.75, k_step=15),
+                 dict(stage="output", bit=30, fmt="fp32")):
+        for index in ((7, 70), (150, 590)):
+            with inject(FaultSpec(site=name, index=index, **spec)):
+                y = run()
+            _assert_same_but_corrected(y, clean, dtype)
+            faults += 1
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = run()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, clean)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+
+
+@needs_hopper
 def test_global_rows_past_the_fix_list_are_uncorrectable():
     """A CTA corrects at most 32 flagged rows per call (its fix list); the verifier warps take
     the list's slots atomically and count every row past them uncorrectable. W changed behind

@@ -45,7 +45,7 @@ struct Args {
   void* ws;               // self-cleaning workspace (zeros / +-inf as the launcher documents)
   float* inj_log;         // [kMaxInj, 2] (before, after) of each injected element
   float e, c_sigma;       // e_max (with safety) and the V-ABFT sigma multiplier
-  int32_t policy, dtype, protect, n_inj, split, mtile;  // dtype 0 bf16, 1 fp16
+  int32_t policy, dtype, protect, n_inj, split, mtile;  // dtype 0 bf16, 1 fp16; split: K split (CTAs per tile)
   int64_t stream;
   int32_t num_sms;
   int64_t ws_rows;             // global workspace layout: its capacity in rows
@@ -55,6 +55,8 @@ struct Args {
   int32_t wm;                  // thread scheme: consumer warps across M (1, 2, 4); the rest split K
   int32_t warps;               // streaming thread kernel: warps per CTA (8, 16)
   int32_t pdl;                 // streaming thread and global kernels: programmatic dependent launch (0, 1)
+  int64_t part_tiles;          // global scheme, split > 1: tiles the split-K workspace holds
+  void* part;                  // global scheme, split > 1: split-K workspace (flags zero between calls)
   Injection inj[kMaxInj];
 };
 

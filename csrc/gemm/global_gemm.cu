@@ -81,6 +81,19 @@ struct Ws {  // the arrays, from the base and the row capacity
   __device__ int* ticket() const { return reinterpret_cast<int*>(reports() + 1); }
 };
 
+// Split-K workspace (Args.part): int flags [tiles] (zero between calls), then per tile the fp32
+// partials of its first splits - 1 splits, 32 float4 x 256 consumer threads each.
+struct SplitWs {
+  int* flags;
+  float4* slots;
+  int splits;
+  __device__ SplitWs(void* base, int64_t tiles, int splits_)
+      : flags(static_cast<int*>(base)), slots(reinterpret_cast<float4*>(static_cast<int*>(base) + ((tiles + 3) & ~3ll))),
+        splits(splits_) {}
+  __device__ int* flag(int tile) const { return flags + tile; }
+  __device__ float4* slot(int tile, int s) const { return slots + ((int64_t)tile * (splits - 1) + s) * (32 * 256); }
+};
+
 // A zero the compiler cannot see through (keeps a computation inside the loop it is written in).
 __device__ __forceinline__ int opaque_zero() {
   int z;
@@ -168,21 +181,21 @@ struct XStats {
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
 // not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
 template <typename T, bool PROTECT>
-__device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int nk, int& it, int wgc, int lane,
-                                         int cl, uint32_t rank, XStats<T>& xs, int stats_nt, int tn_n, int64_t K,
-                                         float* acc8) {
-  int stats_ks = stats_nt;
-  for (int ks = 0; ks < nk; ++ks, ++it) {
+__device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
+                                         int lane, int cl, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
+                                         int64_t K, float* acc8) {
+  const int nk = ke - kb;
+  for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % STAGES;
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
     uint8_t* stage = base + slot * STAGE_BYTES;
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     if constexpr (PROTECT && (FTG_ABLATE & 64)) {
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, 8>(acc8, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+      for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, 8>(acc8, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     }
     wgmma_commit();
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
@@ -192,7 +205,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if (ks > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
+    if (ks > kb && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
@@ -200,7 +213,9 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
   if (nk > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
 }
 
-struct TileCoord { int b, mt, nt; };
+// A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
+// among the CTA tiles (its partial slots and flag when K is split).
+struct TileCoord { int b, mt, nt, s, kb, ke, id; };
 // Grouped rasterisation: GROUP_M M-tiles sweep N together so W tiles are reused from L2.
 __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   const int per_b = tm_n * tn_n;
@@ -222,7 +237,7 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
 // shared-memory carve-out leaves L1 little room) inside the k-loop and the epilogue.
 struct Grid {
   int64_t M, N, K;
-  int cl, tm_n, tn_n, nk, tm_c, total, cid, ncl;
+  int cl, tm_n, tn_n, nk, tm_c, splits, total, cid, ncl;
   uint32_t rank;
   __device__ Grid(const Args& a, int zero) {
     M = a.M + zero; N = a.N + zero; K = a.K + zero;
@@ -230,14 +245,22 @@ struct Grid {
     rank = cl > 1 ? cluster_rank() : 0u;
     tm_n = cdiv(M, BM); tn_n = cdiv(N, BN); nk = cdiv(K, BK);
     tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
-    total = (int)a.batch * tm_c * tn_n; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
+    splits = a.split + zero;  // K splits per tile (units: a tile's splits are consecutive)
+    total = (int)a.batch * tm_c * tn_n * splits; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
   }
-  // A cluster tile -> this CTA's tile (its M-tile may lie past M: it still feeds the multicast).
-  __device__ TileCoord tile(int t) const {
+  // A cluster unit -> this CTA's unit (its M-tile may lie past M: it still feeds the multicast).
+  __device__ TileCoord tile(int u) const {
+    const int t = u / splits;
     TileCoord c = tile_coord(t, tm_c, tn_n);
     c.mt = c.mt * cl + (int)rank;
+    c.s = u - t * splits;
+    c.kb = c.s * nk / splits;
+    c.ke = (c.s + 1) * nk / splits;
+    c.id = t * cl + (int)rank;
     return c;
   }
+  // The first statistics k-step of unit c: the tile's are ks = nt (mod tn_n) (see mainloop).
+  __device__ int first_stats_ks(const TileCoord& c) const { return c.kb + ((c.nt - c.kb) % tn_n + tn_n) % tn_n; }
 };
 
 template <typename T>
@@ -446,8 +469,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         const uint16_t mask = (uint16_t)((1u << g.cl) - 1u);
         for (int t = g.cid; t < g.total; t += g.ncl) {
           const TileCoord c = g.tile(t);
-          int stats_ks = c.nt;  // the consumers' statistics k-steps (mainloop)
-          for (int ks = 0; ks < g.nk; ++ks, ++it) {
+          int stats_ks = g.first_stats_ks(c);  // the consumers' statistics k-steps (mainloop)
+          for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
             const int slot = it % STAGES;
             mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
             // The consumers' statistics k-steps of this tile also need the two W checksum rows over
@@ -479,8 +502,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     } else if (PROTECT) {  // ------------------------------------------- verifiers (warps 1-3)
       const Ws ws(args.ws, args.ws_rows);
       int seq = 0;
-      for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
+      for (int t = g.cid; t < g.total; t += g.ncl) {
         const TileCoord c = g.tile(t);
+        if (c.s != g.splits - 1) continue;  // only a tile's last split hands it over
         mbar_wait(&sm.epi_full, seq & 1);
         if (warp == 1 && lane == 0) {
           bool last = false;
@@ -505,6 +529,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             count_nonfinite_once(args, invalid, (int)args.batch * g.tm_n, ws.reports());
           }
         }
+        ++seq;
       }
     }
     if constexpr (PROTECT) {
@@ -532,8 +557,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   XStats<T> xs;
   xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
   xs.half = ct & 1;
-  int it = 0, seq = 0;  // seq: this CTA's tile count (the hand-over barriers' phase)
-  for (int t = g.cid; t < g.total; t += g.ncl, ++seq) {
+  int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
+  for (int t = g.cid; t < g.total; t += g.ncl) {
     const TileCoord c = g.tile(t);
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
     // otherwise keep 128 registers alive through the verification code).
@@ -543,7 +568,47 @@ __global__ void __launch_bounds__(THREADS, 1)
     // This tile's bias, one column per consumer thread: loaded now, used a mainloop later (a load
     // per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
-    mainloop<T, PROTECT>(acc, sm, base, g.nk, it, wgc, lane, g.cl, g.rank, xs, c.nt, g.tn_n, g.K, acc8);
+    const int stats_ks = g.first_stats_ks(c);
+    mainloop<T, PROTECT>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K, acc8);
+    if (g.splits > 1) {
+      // K split over consecutive units: the first splits leave their fp32 partial tile in the
+      // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
+      // tile's flag; the last split waits for them (they are earlier units, each CTA takes its
+      // units in order: no cycle), adds them and goes on as an unsplit tile. The flag is reset
+      // for the next call. x statistics are flushed by every split that took some.
+      SplitWs sw(args.part, args.part_tiles, g.splits);
+      if (c.s < g.splits - 1) {
+        float4* dst = sw.slot(c.id, c.s);
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+          __stcg(dst + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+        if constexpr (PROTECT) {
+          const Ws ws(args.ws, args.ws_rows + opaque_zero());
+          const int64_t xm = (int64_t)c.mt * BM + xs.row;
+          if (stats_ks < c.ke && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm < g.M);
+        }
+        named_bar_sync(1, 256);  // every consumer's partial and statistics are out (CTA scope)
+        if (ct == 0) {
+          __threadfence();  // cumulative over them (as the verifier's ticket)
+          atomicAdd(sw.flag(c.id), 1);
+        }
+        continue;
+      }
+      if (ct == 0) {
+        while (ld_acquire_gpu(sw.flag(c.id)) != g.splits - 1) __nanosleep(64);
+        *sw.flag(c.id) = 0;
+      }
+      named_bar_sync(1, 256);
+      for (int sp = 0; sp < g.splits - 1; ++sp) {
+        const float4* src = sw.slot(c.id, sp);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const float4 v = __ldcg(src + i * 256 + ct);
+          acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
+        }
+      }
+    }
+    ++seq;
 
     // ---------------------------------------------------------- epilogue
     const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
@@ -635,7 +700,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       const int64_t xm = (int64_t)c.mt * BM + xs.row;  // the row of this thread's statistics
-      if (c.nt < g.nk && !(FTG_ABLATE & 2)) {
+      if (stats_ks < c.ke && !(FTG_ABLATE & 2)) {
         if (FTG_ABLATE & 128) {  // keep the statistics live without the atomics
           if (xs.sum + xs.dot + (float)xs.dot2 == 12345.f && xm < 0) ws.s1()[0] = xs.mx ^ xs.mn;
         } else {
@@ -661,7 +726,7 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
   constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT>;
   if (cudaError_t e = sm90::allow_smem<kern>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
-  const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN);  // cluster tiles
+  const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN) * a->split;  // cluster units
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
   return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, *a);
 }
@@ -672,6 +737,7 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
 extern "C" int ft_gemm_global(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->cluster != 1 && a->cluster != 2)) return FTG_ERR_ARGS;
+  if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
   CUtensorMap ta, tb;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
       !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN / 2))
@@ -689,6 +755,11 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.
 extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
   return rows * (ftg::glb::WS_F64 * 8 + 2 * 4) + 8 + mtiles * 4;
+}
+// Bytes of the split-K workspace for `tiles` tiles split `splits` ways at most (zeroed once: the
+// flags are reset by the kernel; Args.part_tiles = tiles).
+extern "C" long long ft_gemm_global_split_bytes(long long tiles, long long splits) {
+  return ((tiles + 3) & ~3ll) * 4 + tiles * (splits - 1) * 32 * 256 * 16;
 }
 // Byte offset of the fp32 max / min rows (the launcher initialises them to -inf / +inf).
 extern "C" long long ft_gemm_global_ws_extrema_offset(long long rows) { return rows * ftg::glb::WS_F64 * 8; }

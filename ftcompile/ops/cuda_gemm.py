@@ -49,7 +49,7 @@ MAX_INJ = 8
 POLICY = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
-GLOBAL_BM = 128
+GLOBAL_BM, GLOBAL_BN = 128, 256  # the global kernel's tile
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
@@ -102,7 +102,8 @@ class _Args(ctypes.Structure):
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32), ("warps", ctypes.c_int32),
-                ("pdl", ctypes.c_int32), ("inj", _Inj * MAX_INJ)]
+                ("pdl", ctypes.c_int32), ("part_tiles", ctypes.c_int64), ("part", ctypes.c_void_p),
+                ("inj", _Inj * MAX_INJ)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -129,6 +130,8 @@ def lib():
                 handle.ft_error_string.restype = ctypes.c_char_p
                 handle.ft_gemm_global_ws_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+                handle.ft_gemm_global_split_bytes.restype = ctypes.c_longlong
+                handle.ft_gemm_global_split_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_extrema_offset.argtypes = [ctypes.c_longlong]
                 if handle.ft_args_size() != ctypes.sizeof(_Args):
@@ -197,11 +200,19 @@ _ws: Dict[tuple, torch.Tensor] = {}
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
-    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global:
+    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). split: the
+    global kernel's split-K flags and partial tiles, (buffer, tiles, splits). global:
     (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
     min (+inf) rows start; the rest starts at zero. Grown by doubling."""
     key = (kind, device, stream)
     hit = _ws.get(key)
+    if kind == "split":  # rows: tiles, mtiles: splits (capacities; flags zero between calls)
+        if hit is None or hit[1] < rows or hit[2] < mtiles:
+            tiles_c, splits_c = max(rows, 2 * hit[1] if hit else 0), max(mtiles, hit[2] if hit else 0)
+            buf = torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)), dtype=torch.uint8,
+                              device=device)
+            hit = _ws[key] = (buf, tiles_c, splits_c)
+        return hit
     if kind == "thread":
         if hit is None:
             hit = _ws[key] = torch.zeros(2, dtype=torch.int32, device=device)
@@ -395,6 +406,19 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
     return split, (2 if big else 1), warps
 
 
+@functools.lru_cache(maxsize=4096)
+def global_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
+    """K splits per tile of the global kernel: where its 128x256 tiles leave SMs idle (small M,
+    few tiles), each tile's k-steps are shared by consecutive CTAs whose partial tiles the last
+    one adds (NOTES_gemm.md, run 18). Estimated time in k-steps: waves x (k-steps per split + 4,
+    a unit's fixed part) + 2.4 per extra split (the last split reads each 128 KB partial from L2);
+    at least 4 k-steps per split, at most 8 splits."""
+    tiles = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / GLOBAL_BN)
+    nk = math.ceil(k / K_TILE)
+    cost = lambda s: math.ceil(tiles * s / num_sms) * (nk / s + 4) + 2.4 * (s - 1)
+    return min((s for s in range(1, 9) if s == 1 or nk // s >= 4), key=cost)
+
+
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
     """e of the V-ABFT threshold for the kernels: the calibrated e_max (gemm._e), raised to cover
     the biased tensor-core accumulation of the longest accumulator chain (see TC_COEF); K is
@@ -490,6 +514,13 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
                                                                  wm, mtile)
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
+    else:
+        a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms), math.ceil(k / K_TILE)))
+        if a.split > 1:
+            tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / GLOBAL_BN)
+            part, a.part_tiles, _ = _workspace("split", dev, a.stream, tiles, a.split)
+            keep.append(part)
+            a.part = part.data_ptr()
     if thread:
         ws = _workspace("thread", dev, a.stream)
     elif protect:
