@@ -89,6 +89,7 @@ def test_thread_kernel_choice_follows_the_measurements():
     assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
 
 
+@pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
     nvcc = shutil.which("nvcc")

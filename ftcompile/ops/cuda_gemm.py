@@ -410,13 +410,12 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
 def global_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
     """K splits per tile of the global kernel: where its 128x256 tiles leave SMs idle (small M,
     few tiles), each tile's k-steps are shared by consecutive CTAs whose partial tiles the last
-    one adds (NOTES_gemm.md, run 18). Estimated time in k-steps: waves x (k-steps per split + 4,
-    a unit's fixed part) + 2.4 per extra split (the last split reads each 128 KB partial from L2);
-    at least 4 k-steps per split, at most 8 splits."""
+    one adds. The most splits (up to 4) that keep all units in one wave and >= 8 k-steps each:
+    a second wave cost more than the split saved in every case the sweep measured, and so did
+    splits of 4 k-steps (NOTES_gemm.md, run 18g)."""
     tiles = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / GLOBAL_BN)
     nk = math.ceil(k / K_TILE)
-    cost = lambda s: math.ceil(tiles * s / num_sms) * (nk / s + 4) + 2.4 * (s - 1)
-    return min((s for s in range(1, 9) if s == 1 or nk // s >= 4), key=cost)
+    return max(s for s in range(1, 5) if s == 1 or (tiles * s <= num_sms and nk // s >= 8))
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
