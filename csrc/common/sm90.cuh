@@ -92,14 +92,14 @@ __device__ __forceinline__ float4 lds128f(uint32_t addr) {
 // A kernel launched with programmatic stream serialisation may start while the previous kernel
 // finishes; grid_dep_wait() blocks until that kernel has completed and its writes are visible (a
 // no-op otherwise). grid_dep_launch_dependents() lets the next kernel start launching now.
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
 // A flag written by other CTAs (release: their fence and atomic), read at GPU scope with acquire.
 __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_dep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
 
 // ---------------------------------------------------------------- clusters: barrier, rank, multicast, DSMEM
 __device__ __forceinline__ void cluster_arrive() {

@@ -12,7 +12,9 @@
 // thresholds and reset what they read for the next call; a flagged row's single fault is located
 // with the weighted checksum, recomputed and rechecked: none of this is on the consumers' path.
 // Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
-// multicast the W half-tiles (args.cluster = 2).
+// multicast the W half-tiles (args.cluster = 2). Where the tiles leave SMs idle, each tile's K is
+// split over consecutive units (args.split): the last split adds the others' fp32 partial tiles
+// (a self-cleaning workspace, args.part) and finishes the tile as above.
 #include <type_traits>
 
 #include "ft_common.cuh"
