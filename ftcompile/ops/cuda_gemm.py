@@ -22,6 +22,8 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     first half of step t into its partial sum).
   * global: a CTA corrects at most 32 flagged rows per call (its fix list in shared memory);
     rows past that are counted uncorrectable, with no correction or recomputation.
+  * global: where its tiles leave SMs idle, a tile's K is split over CTAs (:func:`global_split`)
+    and the checked accumulator is the sum of their fp32 partials (another summation order).
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
