@@ -89,6 +89,16 @@ def test_thread_kernel_choice_follows_the_measurements():
     assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
 
 
+def test_global_split_follows_the_sweep():
+    """The global kernel's K split is the one the run 18g sweep measured fastest (H200, 132 SMs):
+    at most 4 splits, all units in one wave, >= 8 k-steps each; none where the tiles fill the GPU."""
+    picks = {(1024, 1024, 1024): 2, (2048, 1024, 4096): 2, (64, 4096, 4096): 4, (128, 11008, 4096): 3,
+             (256, 11008, 4096): 1, (4096, 768, 768): 1, (2048, 2048, 2048): 1, (64, 4096, 256): 1}
+    for (m, n, k), split in picks.items():
+        assert cuda_gemm.global_split(m, n, k, 1, 132) == split, (m, n, k)
+    assert cuda_gemm.global_split(64, 4096, 4096, 2, 132) == 4 and cuda_gemm.global_split(64, 4096, 4096, 8, 132) == 1
+
+
 @pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
@@ -382,6 +392,18 @@ def test_global_multicast_variant(dtype):
     assert st["detected"] == 3 and st["corrected"] == 3 and st["uncorrectable"] == 0
 
 
+def _assert_graph_replays(run, expected):
+    """run() captured in a CUDA graph (workspaces already sized by eager calls) and replayed three
+    times: each replay gives `expected` bit for bit."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = run()
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(replayed, expected)
+
+
 def _fault_each_stage(name, run, clean, dtype, index, k):
     """One accumulator fault (in the last k-step) and one output fault at `index`, each a call of
     `run()`: both corrected back to `clean`. Returns the number of faults injected."""
@@ -487,13 +509,7 @@ def test_chained_launches_wait_for_their_input(kernel):
         ref, torch_chain = F.linear(ref, w.double()), F.linear(torch_chain, w)
     assert (plain.double() - ref).abs().max() <= 2 * (torch_chain.double() - ref).abs().max()
     chain(True)  # warm (workspaces) before capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        replayed = chain(True)
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(replayed, plain)
+    _assert_graph_replays(lambda: chain(True), plain)
     st = _stats(name)
     assert st["detected"] == 0 and st["uncorrectable"] == 0
 
@@ -525,13 +541,7 @@ def test_global_split_k(dtype, split):
                 y = run()
             _assert_same_but_corrected(y, clean, dtype)
             faults += 1
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        replayed = run()
-    for _ in range(3):
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(replayed, clean)
+    _assert_graph_replays(run, clean)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 

@@ -10,7 +10,7 @@ element type and shape. Run: python csrc/common/gen_wgmma.py
 """
 from pathlib import Path
 
-SS = (256, 72, 64, 8)   # gemm tile; attention S (+ 8 checksum columns) / S unprotected; gemm checksum columns
+SS = (256, 72, 64)      # gemm tile; attention S (+ 8 checksum columns) / S unprotected
 RS = ((64, 1), (128, 1))  # (N, tnsp): attention O at d=64, d=128
 RS_CS = (72, 136)         # attention O and its 8 checksum columns at d=64, d=128
 TYPES = (("bf16", "bf16"), ("f16", "f16"))

@@ -24,11 +24,9 @@
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
 // in the k-loop, 4: no output row sums, 16: no weighted check (x . sum_n (n+1) W[n]) in the
-// statistics. (Bit 8, tickets by one acq_rel atomic, was measured and removed: NOTES_gemm.md.)
-// Proxies of a tile-local check (run 18a): 32: the statistics on every k-step of every tile,
-// 64: one more m64n8k16 wgmma per k16 (checksum columns), 128: no hand-over, tickets or
-// workspace atomics, 256: statistics max / min only. (Bits 512-2048, the n8 wgmma with A from
-// registers, were measured in run 18c and removed: commit 2052c06 has them.)
+// statistics. (Bit 8, tickets by one acq_rel atomic, was measured and removed: NOTES_gemm.md.
+// The proxies of a tile-local check, bits 32-2048, were measured in runs 18a-c and removed:
+// commit 2052c06 has them.)
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
@@ -147,11 +145,9 @@ struct XStats {
       e = fmaf(f0.y, v0.y, e); e = fmaf(f1.x, v0.z, e); e = fmaf(f1.y, v0.w, e);
       e = fmaf(f2.x, v1.x, e); e = fmaf(f2.y, v1.y, e); e = fmaf(f3.x, v1.z, e); e = fmaf(f3.y, v1.w, e);
       if (FTG_ABLATE & 16) e = 0.f;
-      if (!(FTG_ABLATE & 256)) {
-        sum += in_k ? sj : 0.f;
-        dot += in_k ? d : 0.f;
-        dot2_step += in_k ? e : 0.f;
-      }
+      sum += in_k ? sj : 0.f;
+      dot += in_k ? d : 0.f;
+      dot2_step += in_k ? e : 0.f;
       mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
       mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
     }
@@ -185,7 +181,7 @@ struct XStats {
 template <typename T, bool PROTECT>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
                                          int lane, int cl, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
-                                         int64_t K, float* acc8) {
+                                         int64_t K) {
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % STAGES;
@@ -195,15 +191,11 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
-    if constexpr (PROTECT && (FTG_ABLATE & 64)) {
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, 8>(acc8, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
-    }
     wgmma_commit();
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
-        stats_ks += (FTG_ABLATE & 32) ? 1 : tn_n;
+        stats_ks += tn_n;
       }
     }
     wgmma_wait<1>();
@@ -480,7 +472,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             uint32_t wc_bytes = 0;
             if (PROTECT && ks == stats_ks) {
               wc_bytes = 4u * (uint32_t)(g.K - ks * BK < BK ? g.K - ks * BK : BK);
-              stats_ks += (FTG_ABLATE & 32) ? 1 : g.tn_n;
+              stats_ks += g.tn_n;
             }
             mbar_expect_tx(&sm.full[slot], STAGE_BYTES + 2 * wc_bytes);
             if (wc_bytes) {
@@ -500,7 +492,6 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
       }
-    } else if (PROTECT && (FTG_ABLATE & 128)) {  // (the proxy without hand-over has no verifiers)
     } else if (PROTECT) {  // ------------------------------------------- verifiers (warps 1-3)
       const Ws ws(args.ws, args.ws_rows);
       int seq = 0;
@@ -555,11 +546,16 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
   const int wgc = warp / 4 - 1, wi = warp % 4, ct = ctid - 128;
   uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
-  float acc[128], acc8[4] = {0.f, 0.f, 0.f, 0.f};
+  float acc[128];
   XStats<T> xs;
   xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
   xs.half = ct & 1;
   int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
+  // This thread's x statistics of unit c into the workspace, where the unit took some.
+  auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
+    const int64_t xm = (int64_t)c.mt * BM + xs.row;
+    if (stats_ks < c.ke && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm < g.M);
+  };
   for (int t = g.cid; t < g.total; t += g.ncl) {
     const TileCoord c = g.tile(t);
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
@@ -571,7 +567,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
     const int stats_ks = g.first_stats_ks(c);
-    mainloop<T, PROTECT>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K, acc8);
+    mainloop<T, PROTECT>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K);
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
@@ -584,11 +580,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 32; ++i)
           __stcg(dst + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-        if constexpr (PROTECT) {
-          const Ws ws(args.ws, args.ws_rows + opaque_zero());
-          const int64_t xm = (int64_t)c.mt * BM + xs.row;
-          if (stats_ks < c.ke && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm < g.M);
-        }
+        if constexpr (PROTECT) flush_stats(c, stats_ks, Ws(args.ws, args.ws_rows + opaque_zero()));
         named_bar_sync(1, 256);  // every consumer's partial and statistics are out (CTA scope)
         if (ct == 0) {
           __threadfence();  // cumulative over them (as the verifier's ticket)
@@ -646,7 +638,6 @@ __global__ void __launch_bounds__(THREADS, 1)
       const float wq = (float)(2 * q + 1) * (1.f / BN);
       s2a = ta + fmaf(wq, s1a, ua * (1.f / BN));
       s2b = tb + fmaf(wq, s1b, ub * (1.f / BN));
-      if (FTG_ABLATE & 64) s1a += acc8[0] + acc8[1] + acc8[2] + acc8[3];
     }
     // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
     T* yb = static_cast<T*>(args.y) + (int64_t)c.b * g.M * g.N;
@@ -690,7 +681,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
         s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
       }
-      if (lane % 4 == 0 && !(FTG_ABLATE & (4 | 128))) {
+      if (lane % 4 == 0 && !(FTG_ABLATE & 4)) {
         const double off = (double)c.nt * BN;  // global weight = off + local weight
         if (r_lo < g.M) {
           atomicAdd(ws.s1() + c.b * g.M + r_lo, (double)s1a);
@@ -701,18 +692,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           atomicAdd(ws.s2() + c.b * g.M + r_hi, BN * (double)s2b + off * (double)s1b);
         }
       }
-      const int64_t xm = (int64_t)c.mt * BM + xs.row;  // the row of this thread's statistics
-      if (stats_ks < c.ke && !(FTG_ABLATE & 2)) {
-        if (FTG_ABLATE & 128) {  // keep the statistics live without the atomics
-          if (xs.sum + xs.dot + (float)xs.dot2 == 12345.f && xm < 0) ws.s1()[0] = xs.mx ^ xs.mn;
-        } else {
-          xs.flush(ws, c.b * g.M + xm, xm < g.M);
-        }
-      }
-      if (FTG_ABLATE & 128) {
-        if (s1a + s1b + s2a + s2b == 12345.f && r_lo < 0) ws.s1()[0] = 1.0;
-        continue;
-      }
+      flush_stats(c, stats_ks, ws);
       // Hand the tile to the verifier (once it took the previous one: the barrier's phases must
       // not run two ahead of it) and go on: its fence and ticket are off this path.
       if (seq > 0) mbar_wait(&sm.epi_empty, (seq - 1) & 1);

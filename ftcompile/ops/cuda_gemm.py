@@ -202,19 +202,11 @@ _ws: Dict[tuple, torch.Tensor] = {}
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
-    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). split: the
-    global kernel's split-K flags and partial tiles, (buffer, tiles, splits). global:
+    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global:
     (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
     min (+inf) rows start; the rest starts at zero. Grown by doubling."""
     key = (kind, device, stream)
     hit = _ws.get(key)
-    if kind == "split":  # rows: tiles, mtiles: splits (capacities; flags zero between calls)
-        if hit is None or hit[1] < rows or hit[2] < mtiles:
-            tiles_c, splits_c = max(rows, 2 * hit[1] if hit else 0), max(mtiles, hit[2] if hit else 0)
-            buf = torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)), dtype=torch.uint8,
-                              device=device)
-            hit = _ws[key] = (buf, tiles_c, splits_c)
-        return hit
     if kind == "thread":
         if hit is None:
             hit = _ws[key] = torch.zeros(2, dtype=torch.int32, device=device)
@@ -229,6 +221,20 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
         ext[:rows_c].fill_(-math.inf)
         ext[rows_c:].fill_(math.inf)
         hit = _ws[key] = (buf, rows_c, mt_c)
+    return hit
+
+
+def _split_workspace(device: torch.device, stream: int, tiles: int, splits: int):
+    """(buffer, tiles, splits) of the global kernel's split-K workspace per (device, stream): flags
+    (zero between calls: the kernel resets them) and the partial tiles of up to `tiles` tiles split
+    `splits` ways. Grown by doubling the tiles."""
+    key = ("split", device, stream)
+    hit = _ws.get(key)
+    if hit is None or hit[1] < tiles or hit[2] < splits:
+        tiles_c, splits_c = max(tiles, 2 * hit[1] if hit else 0), max(splits, hit[2] if hit else 0)
+        buf = torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)), dtype=torch.uint8,
+                          device=device)
+        hit = _ws[key] = (buf, tiles_c, splits_c)
     return hit
 
 
@@ -519,7 +525,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms), math.ceil(k / K_TILE)))
         if a.split > 1:
             tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / GLOBAL_BN)
-            part, a.part_tiles, _ = _workspace("split", dev, a.stream, tiles, a.split)
+            part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
             keep.append(part)
             a.part = part.data_ptr()
     if thread:
