@@ -93,7 +93,7 @@ class Runner:
         self.g = torch.Generator().manual_seed(0)
 
     def variant(self, name, scheme=None, split=None, mtile=None, nbox=None, stages=None, wm=None, kernel=None,
-                warps=None, pdl=None):
+                warps=None, pdl=None, bn=None):
         if name == "cublas":
             return lambda x, w, b: F.linear(x, w, b)
         cluster = 2 if name.endswith("_mc") else None
@@ -109,7 +109,7 @@ class Runner:
                 plan = [(self.inj if name == "fault" else self.noop, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
                                  split=split, mtile=mtile, nbox=nbox, stages=stages, wm=wm, plan=plan,
-                                 log=self.log, cluster=cluster, kernel=kernel, warps=warps, pdl=pdl)
+                                 log=self.log, cluster=cluster, kernel=kernel, warps=warps, pdl=pdl, bn=bn)
         return call
 
 

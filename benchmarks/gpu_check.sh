@@ -3,14 +3,15 @@
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
-#                                                   [sweep] [global] [stream] [phases] [midm] [splitk]
+#                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
 #    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16,
 #    phases = where a streaming-kernel CTA's time goes, from a diagnostic build with timestamps;
 #    midm = the streaming against the ring kernel at M = 17-128; splitk = the global kernel's
-#    time by forced K split (benchmarks/split_sweep.py);
+#    time by forced K split (benchmarks/split_sweep.py); tiles = its time at both tile widths
+#    (benchmarks/tile_sweep.py);
 #    alone, it skips building the attention library)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -69,6 +70,8 @@ for part in $parts; do
           stamp "midm rc=$?" ;;
     splitk) timeout 200 python3 benchmarks/split_sweep.py > "$OUT/split_sweep.txt" 2>&1
             stamp "splitk rc=$?" ;;
+    tiles) timeout 240 python3 benchmarks/tile_sweep.py > "$OUT/tile_sweep.txt" 2>&1
+           stamp "tiles rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
   esac
@@ -83,5 +86,6 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/stream.log" ] && grep -E "^[0-9]+x|Error|error" "$OUT/stream.log" | tail -14
 [ -f "$OUT/midm.log" ] && grep -E "^[0-9]+x|Error|error" "$OUT/midm.log" | tail -50
 [ -f "$OUT/split_sweep.txt" ] && grep -E "^[0-9]+x" "$OUT/split_sweep.txt"
+[ -f "$OUT/tile_sweep.txt" ] && grep -E "^[0-9]+x|Error" "$OUT/tile_sweep.txt"
 [ -f "$OUT/phases.log" ] && grep -vE "^\s*$|Warning|warn" "$OUT/phases.log" | tail -40
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

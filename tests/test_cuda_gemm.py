@@ -99,6 +99,20 @@ def test_global_split_follows_the_sweep():
     assert cuda_gemm.global_split(64, 4096, 4096, 2, 132) == 4 and cuda_gemm.global_split(64, 4096, 4096, 8, 132) == 1
 
 
+def test_global_tile_width_follows_the_waves():
+    """192-wide tiles where 256-wide ones leave a wave mostly idle (N a few tiles wide: the GPT-2
+    shapes of the global table), 256 where both fill their waves alike (NOTES_gemm.md run 19)."""
+    narrow = [(8192, 2304, 768), (8192, 768, 3072), (4096, 2304, 768), (4096, 768, 768), (4096, 768, 3072)]
+    wide = [(4096, 4096, 4096), (4096, 3072, 768), (2048, 4096, 4096), (2048, 11008, 4096), (2048, 4096, 11008),
+            (2048, 14336, 4096), (2048, 2048, 2048), (8192, 8192, 8192)]
+    for m, n, k in narrow:
+        assert cuda_gemm.global_tile(m, n, k, 1, 132) == (192, 1), (m, n, k)
+    for m, n, k in wide:
+        assert cuda_gemm.global_tile(m, n, k, 1, 132) == (256, 1), (m, n, k)
+    assert cuda_gemm.global_tile(2048, 1024, 4096, 1, 132) == (256, 2)  # split-K keeps the wide tile
+    assert cuda_gemm.global_split(4096, 768, 768, 1, 132, 192) == 1
+
+
 @pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
@@ -542,6 +556,38 @@ def test_global_split_k(dtype, split):
             _assert_same_but_corrected(y, clean, dtype)
             faults += 1
     _assert_graph_replays(run, clean)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("bn", [256, 192])
+def test_global_tile_widths(dtype, bn):
+    """Both tile widths, forced: within the 2x rule (N tails of both widths, batched weights, split
+    K), protected equal to unprotected, no false alarm; faults in the first, a middle and the last
+    N-tile (the position weights carry the tile's offset) detected and corrected."""
+    name = f"cu-width-{bn}-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(bn)
+    faults = 0
+    for xs, n, k, split in [((300, 264), 520, 264, 1), ((200, 1000), 600, 1000, 2), ((2, 70, 512), 1000, 512, 1)]:
+        x, w, b = _rand(*xs, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+        if len(xs) == 3:
+            w = _rand(xs[0], n, k, dtype=dtype, scale=k ** -0.5)
+        ref = (x.double() @ w.double().transpose(-1, -2)) + b.double()
+        torch_err = ((x @ w.transpose(-1, -2) + b).double() - ref).abs().max()
+        run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=bn, split=split, **kw)
+        clean = run()
+        assert (clean.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+        assert torch.equal(run(protect=False), clean)
+        rows = clean.numel() // n
+        for col in (5, bn + 7, n - 1):
+            for spec in (dict(stage="output", bit=30, fmt="fp32"), dict(stage="accumulator", value=-0.75, k_step=2)):
+                with inject(FaultSpec(site=name, index=(rows - 3, col), **spec)):
+                    y = run()
+                _assert_same_but_corrected(y, clean, dtype)
+                faults += 1
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 

@@ -2,7 +2,8 @@
 //
 // CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warps 1-3 verify,
 // and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2
-// run m64n256k16 wgmma on a 128x256 tile; while their wgmmas run they also build the x-side of
+// run m64nBNk16 wgmma on a 128xBN tile (BN = 256, or 192 where 256-wide tiles quantise badly on
+// the SMs: Args.bn); while their wgmmas run they also build the x-side of
 // the check from the A tiles in shared memory on every T_N-th k-step of the tile (x . sum_n W[n],
 // sum x, max x, min x per row: no extra launch, no extra pass over x). The epilogue adds the bias
 // to the fp32 accumulators, folds the output row sums (plain and position-weighted) into per-row
@@ -34,8 +35,11 @@
 namespace ftg {
 namespace glb {
 
-constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
-constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int BM = 128, BN_MAX = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
+constexpr int A_BYTES = BM * BK * 2;
+// The output row sums weigh column c of a tile by (c + 1) / W_DEN at every tile width: exact in
+// fp32, at most 1 (a huge faulty value cannot overflow the weighted sum).
+constexpr int W_DEN = 256;
 
 // Epilogue staging: each consumer warp stages 16 rows x 64 columns (rows padded to 144 B: the
 // fragment writes and the 16-byte row reads are both bank-conflict free), then stores whole rows.
@@ -54,13 +58,18 @@ struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
   float wc[STAGES][2][BK];       // sum_n W[n], sum_n (n+1) W[n] over a stage's k (statistics k-steps)
-  float bias[2][BN];             // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
+  float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
   int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
   int last[2];                   // by tile parity: this CTA took the M-tile's last ticket
   double red[6];                 // WG0's group sums (4) and located positions (2 x 2 ints)
 };
-constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
+// The ring and shared memory of a BN-wide tile.
+template <int BN>
+struct Tiles {
+  static constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
+};
 
 // Workspace: fp64 s1, s2, c1, c2, sx [R] | fp32 max, min [R] | u64 non-finite reports | int ticket [batch*T_M].
 constexpr int WS_F64 = 5;
@@ -82,7 +91,8 @@ struct Ws {  // the arrays, from the base and the row capacity
 };
 
 // Split-K workspace (Args.part): int flags [tiles] (zero between calls), then per tile the fp32
-// partials of its first splits - 1 splits, 32 float4 x 256 consumer threads each.
+// partials of its first splits - 1 splits, BN / 8 float4 x 256 consumer threads each (slots of the
+// 256-wide tile's size at both widths).
 struct SplitWs {
   int* flags;
   float4* slots;
@@ -91,7 +101,7 @@ struct SplitWs {
       : flags(static_cast<int*>(base)), slots(reinterpret_cast<float4*>(static_cast<int*>(base) + ((tiles + 3) & ~3ll))),
         splits(splits_) {}
   __device__ int* flag(int tile) const { return flags + tile; }
-  __device__ float4* slot(int tile, int s) const { return slots + ((int64_t)tile * (splits - 1) + s) * (32 * 256); }
+  __device__ float4* slot(int tile, int s) const { return slots + ((int64_t)tile * (splits - 1) + s) * (BN_MAX / 8 * 256); }
 };
 
 // A zero the compiler cannot see through (keeps a computation inside the loop it is written in).
@@ -178,7 +188,7 @@ struct XStats {
 // The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
 // not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
-template <typename T, bool PROTECT>
+template <typename T, bool PROTECT, int BN>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
                                          int lane, int cl, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
                                          int64_t K) {
@@ -186,7 +196,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % STAGES;
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
-    uint8_t* stage = base + slot * STAGE_BYTES;
+    uint8_t* stage = base + slot * Tiles<BN>::STAGE_BYTES;
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
@@ -233,11 +243,11 @@ struct Grid {
   int64_t M, N, K;
   int cl, tm_n, tn_n, nk, tm_c, splits, total, cid, ncl;
   uint32_t rank;
-  __device__ Grid(const Args& a, int zero) {
+  __device__ Grid(const Args& a, int zero, int bn) {
     M = a.M + zero; N = a.N + zero; K = a.K + zero;
     cl = a.cluster + zero;  // CTAs of a cluster take adjacent M-tiles of one N-tile
     rank = cl > 1 ? cluster_rank() : 0u;
-    tm_n = cdiv(M, BM); tn_n = cdiv(N, BN); nk = cdiv(K, BK);
+    tm_n = cdiv(M, BM); tn_n = cdiv(N, (int64_t)bn); nk = cdiv(K, BK);
     tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
     splits = a.split + zero;  // K splits per tile (units: a tile's splits are consecutive)
     total = (int)a.batch * tm_c * tn_n * splits; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
@@ -389,7 +399,7 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
 // "output" faults hit the final fp32 value. An accumulator fault "after k-step t" changes the
 // final value by corrupt(v_t) - v_t, v_t = the partial sum over the first 64(t+1) k (recomputed
 // by the owner's warp, fp32, no bias): the same element ends up with the same error.
-template <typename T>
+template <typename T, int BN>
 __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, const TileCoord& c, int64_t r_lo,
                             int lane) {
   const int64_t M = a.M, ib = inj.row / M, im = inj.row % M;
@@ -400,7 +410,7 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   const int idx = 4 * (lc / 8) + 2 * (lr / 8) + (lc % 2);
   float v = 0.f;
 #pragma unroll
-  for (int r = 0; r < 128; ++r) v = (r == idx) ? acc[r] : v;
+  for (int r = 0; r < BN / 2; ++r) v = (r == idx) ? acc[r] : v;
   float after;
   if (inj.step >= 0) {
     const T* xr = static_cast<const T*>(a.x) + c.b * a.x_bstride + im * a.x_rstride;
@@ -417,17 +427,18 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   }
   if (owner) {
 #pragma unroll
-    for (int r = 0; r < 128; ++r) acc[r] = (r == idx) ? after : acc[r];
+    for (int r = 0; r < BN / 2; ++r) acc[r] = (r == idx) ? after : acc[r];
   }
 }
 
-template <typename T, bool PROTECT, bool INJECT>
+template <typename T, bool PROTECT, bool INJECT, int BN>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
                        const __grid_constant__ Args args) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint8_t* staging = base + STAGES * STAGE_BYTES;
+  using TL = Tiles<BN>;
+  uint8_t* staging = base + STAGES * TL::STAGE_BYTES;
   Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);
 
   const int tid = threadIdx.x, wg = tid / 128;
@@ -455,7 +466,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // loop's values), 216 for the consumers (one value spilled per tile; at 208 ten). Keep slack
     // in the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
-    const Grid g(args, opaque_zero());
+    const Grid g(args, opaque_zero(), BN);
     const int warp = tid / 32, lane = tid % 32;
     if (warp == 0) {
       if (lane == 0) {  // ------------------------------------------- TMA producer
@@ -474,20 +485,20 @@ __global__ void __launch_bounds__(THREADS, 1)
               wc_bytes = 4u * (uint32_t)(g.K - ks * BK < BK ? g.K - ks * BK : BK);
               stats_ks += g.tn_n;
             }
-            mbar_expect_tx(&sm.full[slot], STAGE_BYTES + 2 * wc_bytes);
+            mbar_expect_tx(&sm.full[slot], TL::STAGE_BYTES + 2 * wc_bytes);
             if (wc_bytes) {
               const float* src = args.wsum + (int64_t)c.b * 2 * g.K + ks * BK;
               bulk_load(sm.wc[slot][0], src, wc_bytes, &sm.full[slot]);
               bulk_load(sm.wc[slot][1], src + g.K, wc_bytes, &sm.full[slot]);
             }
-            uint8_t* st = base + slot * STAGE_BYTES;
+            uint8_t* st = base + slot * TL::STAGE_BYTES;
             tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
             if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
-              tma_load_3d_mc(st + A_BYTES + g.rank * (B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
+              tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
                              c.nt * BN + (int)g.rank * (BN / 2), c.b, mask);
             } else {
               tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
-              tma_load_3d(st + A_BYTES + B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
+              tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
             }
           }
         }
@@ -542,11 +553,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
-  const Grid g(args, opaque_zero());
+  const Grid g(args, opaque_zero(), BN);
   const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
   const int wgc = warp / 4 - 1, wi = warp % 4, ct = ctid - 128;
   uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
-  float acc[128];
+  float acc[BN / 2];
   XStats<T> xs;
   xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
   xs.half = ct & 1;
@@ -561,13 +572,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
     // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
-    for (int r = 0; r < 128; ++r) acc[r] = 0.f;
+    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.f;
     if constexpr (PROTECT) xs.reset();
-    // This tile's bias, one column per consumer thread: loaded now, used a mainloop later (a load
-    // per output pair in the epilogue waited its whole latency there).
+    // This tile's bias, one column per consumer thread (those past BN: unused), loaded now, used a
+    // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
     const int stats_ks = g.first_stats_ks(c);
-    mainloop<T, PROTECT>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K);
+    mainloop<T, PROTECT, BN>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K);
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
@@ -578,7 +589,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (c.s < g.splits - 1) {
         float4* dst = sw.slot(c.id, c.s);
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
+        for (int i = 0; i < BN / 8; ++i)
           __stcg(dst + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
         if constexpr (PROTECT) flush_stats(c, stats_ks, Ws(args.ws, args.ws_rows + opaque_zero()));
         named_bar_sync(1, 256);  // every consumer's partial and statistics are out (CTA scope)
@@ -596,7 +607,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int sp = 0; sp < g.splits - 1; ++sp) {
         const float4* src = sw.slot(c.id, sp);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < BN / 8; ++i) {
           const float4 v = __ldcg(src + i * 256 + ct);
           acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
         }
@@ -613,15 +624,15 @@ __global__ void __launch_bounds__(THREADS, 1)
       bias_s[ct] = bias_v;
       named_bar_sync(1, 256);
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < BN / 8; ++j) {
         const float2 bv = *reinterpret_cast<const float2*>(bias_s + 8 * j + 2 * q);
         acc[4 * j] += bv.x; acc[4 * j + 1] += bv.y; acc[4 * j + 2] += bv.x; acc[4 * j + 3] += bv.y;
       }
     }
     if constexpr (INJECT) {  // a build of its own: its registers made ptxas spill the hot values
-      for (int i = 0; i < args.n_inj; ++i) inject_tile<T>(acc, args, args.inj[i], c, r_lo, lane);
+      for (int i = 0; i < args.n_inj; ++i) inject_tile<T, BN>(acc, args, args.inj[i], c, r_lo, lane);
     }
-    // Output row sums, plain (s1) and weighted by the tile-local position / 256 (s2; weights <= 1:
+    // Output row sums, plain (s1) and weighted by the tile-local position / W_DEN (s2; weights <= 1:
     // a huge faulty value cannot overflow it). Column 8 j + 2 q + e weighs (8 j + 2 q + e + 1) / 256
     // = j / 32 + (2 q + 1) / 256 + e / 256: summed as three parts with constant coefficients (per-lane
     // weight tables were hoisted out of the tile loop by ptxas and spilled).
@@ -629,15 +640,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     if constexpr (PROTECT && !(FTG_ABLATE & 4)) {
       float ta = 0.f, tb = 0.f, ua = 0.f, ub = 0.f;
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < BN / 8; ++j) {
         const float pa = acc[4 * j] + acc[4 * j + 1], pb = acc[4 * j + 2] + acc[4 * j + 3];
         s1a += pa; s1b += pb;
         ta = fmaf((float)j * (1.f / 32), pa, ta); tb = fmaf((float)j * (1.f / 32), pb, tb);
         ua += acc[4 * j + 1]; ub += acc[4 * j + 3];
       }
-      const float wq = (float)(2 * q + 1) * (1.f / BN);
-      s2a = ta + fmaf(wq, s1a, ua * (1.f / BN));
-      s2b = tb + fmaf(wq, s1b, ub * (1.f / BN));
+      static_assert(W_DEN == 256, "the weights' parts above: 8 j / W_DEN = j / 32");
+      const float wq = (float)(2 * q + 1) * (1.f / W_DEN);
+      s2a = ta + fmaf(wq, s1a, ua * (1.f / W_DEN));
+      s2b = tb + fmaf(wq, s1b, ub * (1.f / W_DEN));
     }
     // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
     T* yb = static_cast<T*>(args.y) + (int64_t)c.b * g.M * g.N;
@@ -685,11 +697,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         const double off = (double)c.nt * BN;  // global weight = off + local weight
         if (r_lo < g.M) {
           atomicAdd(ws.s1() + c.b * g.M + r_lo, (double)s1a);
-          atomicAdd(ws.s2() + c.b * g.M + r_lo, BN * (double)s2a + off * (double)s1a);
+          atomicAdd(ws.s2() + c.b * g.M + r_lo, W_DEN * (double)s2a + off * (double)s1a);
         }
         if (r_hi < g.M) {
           atomicAdd(ws.s1() + c.b * g.M + r_hi, (double)s1b);
-          atomicAdd(ws.s2() + c.b * g.M + r_hi, BN * (double)s2b + off * (double)s1b);
+          atomicAdd(ws.s2() + c.b * g.M + r_hi, W_DEN * (double)s2b + off * (double)s1b);
         }
       }
       flush_stats(c, stats_ks, ws);
@@ -703,14 +715,28 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
 
-template <typename T, bool PROTECT, bool INJECT>
+template <typename T, bool PROTECT, bool INJECT, int BN>
 int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
-  constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT>;
+  constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT, BN>;
+  constexpr size_t SMEM_BYTES = Tiles<BN>::SMEM_BYTES;
   if (cudaError_t e = sm90::allow_smem<kern>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN) * a->split;  // cluster units
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
   return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, *a);
+}
+
+// The build (plain, protected, protected with injection) and element type of a call, at width BN.
+template <int BN>
+int launch_width(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
+  const bool prot = a->protect != 0, inj = prot && a->n_inj > 0;
+  if (a->dtype == 0)
+    return !prot ? launch<__nv_bfloat16, false, false, BN>(a, ta, tb)
+           : inj ? launch<__nv_bfloat16, true, true, BN>(a, ta, tb)
+                 : launch<__nv_bfloat16, true, false, BN>(a, ta, tb);
+  return !prot ? launch<__half, false, false, BN>(a, ta, tb)
+         : inj ? launch<__half, true, true, BN>(a, ta, tb)
+               : launch<__half, true, false, BN>(a, ta, tb);
 }
 
 }  // namespace glb
@@ -720,18 +746,13 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->cluster != 1 && a->cluster != 2)) return FTG_ERR_ARGS;
   if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
+  const int bn = a->bn ? a->bn : 256;
+  if (bn != 256 && bn != 192) return FTG_ERR_ARGS;
   CUtensorMap ta, tb;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
-      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, glb::BN / 2))
+      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, bn / 2))
     return FTG_ERR_TMAP;
-  const bool prot = a->protect != 0, inj = prot && a->n_inj > 0;
-  if (a->dtype == 0)
-    return !prot ? glb::launch<__nv_bfloat16, false, false>(a, ta, tb)
-           : inj ? glb::launch<__nv_bfloat16, true, true>(a, ta, tb)
-                 : glb::launch<__nv_bfloat16, true, false>(a, ta, tb);
-  return !prot ? glb::launch<__half, false, false>(a, ta, tb)
-         : inj ? glb::launch<__half, true, true>(a, ta, tb)
-               : glb::launch<__half, true, false>(a, ta, tb);
+  return bn == 256 ? glb::launch_width<256>(a, ta, tb) : glb::launch_width<192>(a, ta, tb);
 }
 
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.
@@ -741,7 +762,7 @@ extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
 // Bytes of the split-K workspace for `tiles` tiles split `splits` ways at most (zeroed once: the
 // flags are reset by the kernel; Args.part_tiles = tiles).
 extern "C" long long ft_gemm_global_split_bytes(long long tiles, long long splits) {
-  return ((tiles + 3) & ~3ll) * 4 + tiles * (splits - 1) * 32 * 256 * 16;
+  return ((tiles + 3) & ~3ll) * 4 + tiles * (splits - 1) * (ftg::glb::BN_MAX / 8) * 256 * 16;
 }
 // Byte offset of the fp32 max / min rows (the launcher initialises them to -inf / +inf).
 extern "C" long long ft_gemm_global_ws_extrema_offset(long long rows) { return rows * ftg::glb::WS_F64 * 8; }

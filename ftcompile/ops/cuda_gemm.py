@@ -24,6 +24,9 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     rows past that are counted uncorrectable, with no correction or recomputation.
   * global: where its tiles leave SMs idle, a tile's K is split over CTAs (:func:`global_split`)
     and the checked accumulator is the sum of their fp32 partials (another summation order).
+  * global: 128x256 tiles, or 128x192 where the wider ones quantise badly on the SMs
+    (:func:`global_tile`); at the same K split the width changes no output element, only the
+    order in which the check sums the row.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
@@ -51,7 +54,11 @@ MAX_INJ = 8
 POLICY = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
-GLOBAL_BM, GLOBAL_BN = 128, 256  # the global kernel's tile
+GLOBAL_BM = 128  # the global kernel's tile: 128 rows by GLOBAL_BNS[i] columns (global_tile)
+GLOBAL_BNS = (256, 192)
+# A 192-wide tile moves the A tile for fewer columns: it is taken only where its estimated cost
+# (waves x width x k-steps per unit) is below this share of the 256-wide one's (NOTES_gemm.md run 19).
+GLOBAL_NARROW_MARGIN = 0.92
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
@@ -104,7 +111,8 @@ class _Args(ctypes.Structure):
                 ("ws_rows", ctypes.c_int64), ("dbg", ctypes.c_void_p),
                 ("nbox", ctypes.c_int32), ("stages", ctypes.c_int32),
                 ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32), ("warps", ctypes.c_int32),
-                ("pdl", ctypes.c_int32), ("part_tiles", ctypes.c_int64), ("part", ctypes.c_void_p),
+                ("pdl", ctypes.c_int32), ("bn", ctypes.c_int32),
+                ("part_tiles", ctypes.c_int64), ("part", ctypes.c_void_p),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -415,15 +423,32 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
 
 
 @functools.lru_cache(maxsize=4096)
-def global_split(m: int, n: int, k: int, wb: int, num_sms: int) -> int:
-    """K splits per tile of the global kernel: where its 128x256 tiles leave SMs idle (small M,
+def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -> int:
+    """K splits per tile of the global kernel: where its 128 x bn tiles leave SMs idle (small M,
     few tiles), each tile's k-steps are shared by consecutive CTAs whose partial tiles the last
     one adds. The most splits (up to 4) that keep all units in one wave and >= 8 k-steps each:
     a second wave cost more than the split saved in every case the sweep measured, and so did
     splits of 4 k-steps (NOTES_gemm.md, run 18g)."""
-    tiles = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / GLOBAL_BN)
+    tiles = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / bn)
     nk = math.ceil(k / K_TILE)
     return max(s for s in range(1, 5) if s == 1 or (tiles * s <= num_sms and nk // s >= 8))
+
+
+@functools.lru_cache(maxsize=4096)
+def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int]:
+    """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
+    times one unit's work (width x k-steps): 256-wide tiles quantise badly where N is a few of them
+    (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
+    tiles). The narrower tile only where it beats the wider by the margin (NOTES_gemm.md run 19)."""
+    nk = math.ceil(k / K_TILE)
+
+    def cost(bn):
+        split = global_split(m, n, k, wb, num_sms, bn)
+        units = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / bn) * split
+        return math.ceil(units / num_sms) * bn * math.ceil(nk / split), split
+
+    (wide, wide_split), (narrow, narrow_split) = cost(256), cost(192)
+    return (192, narrow_split) if narrow < GLOBAL_NARROW_MARGIN * wide else (256, wide_split)
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -441,7 +466,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
         cluster: Optional[int] = None, kernel: Optional[str] = None,
-        warps: Optional[int] = None, pdl: Optional[bool] = None) -> torch.Tensor:
+        warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -452,7 +477,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
-    launch; default PDL) the streaming and the global kernel."""
+    launch; default PDL) the streaming and the global kernel; bn (256, 192) the global kernel's tile
+    width (default: global_tile's, with its split)."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -522,9 +548,15 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
     else:
-        a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms), math.ceil(k / K_TILE)))
+        auto_bn, auto_split = global_tile(m, n, k, wb, a.num_sms)
+        a.bn = bn or auto_bn
+        if a.bn not in GLOBAL_BNS:
+            raise ValueError(f"ftcompile: global kernel tile width {a.bn} (one of {GLOBAL_BNS})")
+        if not split:
+            split = auto_split if a.bn == auto_bn else global_split(m, n, k, wb, a.num_sms, a.bn)
+        a.split = max(1, min(split, math.ceil(k / K_TILE)))
         if a.split > 1:
-            tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / GLOBAL_BN)
+            tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / a.bn)
             part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
             keep.append(part)
             a.part = part.data_ptr()

@@ -1,0 +1,28 @@
+"""Global kernel: time per call at both tile widths (forced; each with its own automatic K split),
+unprotected and protected, against cuBLAS, on the global table's bf16 shapes (NOTES_gemm.md, run
+19). Usage: python3 benchmarks/tile_sweep.py"""
+import sys
+
+import torch
+
+sys.path.insert(0, "benchmarks")
+from bench_gemm import GPT2, LLAMA7, LLAMA8, Runner, graph_time, make_sets  # noqa: E402
+from ftcompile.ops import cuda_gemm  # noqa: E402
+
+shapes = [(8192, 2304, 768), (8192, 768, 3072), (4096, 4096, 4096)]
+shapes += [(4096, n, k) for k, n in GPT2] + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
+shapes += [(s, s, s) for s in (1024, 2048, 8192)]
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+r = Runner()
+print("shape | auto (width, split) | cuBLAS us | off 256 | on 256 | off 192 | on 192 | on 192/256 | on/cuBLAS auto")
+for shape in shapes:
+    sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
+    auto = cuda_gemm.global_tile(*shape, 1, sms)
+    t = {"cublas": graph_time(r.variant("cublas"), sets) * 1e3}
+    for bn in (256, 192):
+        for name in ("off", "on"):
+            t[f"{name}{bn}"] = graph_time(r.variant(name, "linear_global", bn=bn), sets) * 1e3
+    on_auto = t[f"on{auto[0]}"]
+    print(" | ".join(["x".join(map(str, shape)), str(auto), f"{t['cublas']:.1f}"]
+                     + [f"{t[v]:.1f}" for v in ("off256", "on256", "off192", "on192")]
+                     + [f"{t['on192'] / t['on256']:.3f}", f"{on_auto / t['cublas']:.3f}"]), flush=True)
