@@ -187,20 +187,12 @@ struct XStats {
 
 // The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
-// not a modulo: the integer division sat between the stage's arrival and the wgmma issue). A
-// statistics k-step's rows are read one iteration later, once the next k-step's wgmmas are issued
-// (its slot is released there anyway): two k-steps' wgmmas then run under their latency. Read
-// right after their own k-step's wgmmas, the next issue waited for them (~0.5 us per statistics
-// k-step at 8192x768x3072: NOTES_gemm.md run 19b).
+// not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
 template <typename T, bool PROTECT, int BN>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
                                          int lane, int cl, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
                                          int64_t K) {
   const int nk = ke - kb;
-  int pending = -1;  // the statistics k-step whose rows are read next (in the previous slot)
-  auto take_stats = [&](int ks, int slot) {
-    xs.step(smem_u32(base + slot * Tiles<BN>::STAGE_BYTES), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
-  };
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % STAGES;
     mbar_wait(&sm.full[slot], (it / STAGES) & 1);
@@ -211,22 +203,17 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
-      if (pending >= 0) take_stats(pending, (it - 1) % STAGES);
-      pending = -1;
       if (ks == stats_ks) {
-        pending = ks;
+        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
         stats_ks += tn_n;
       }
     }
     wgmma_wait<1>();
     if (ks > kb && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
   }
-  // The last stage is released once its wgmma retired (and its statistics, if pending, are read).
-  // The wait is unconditional: under a branch (nk > 0) ptxas serialises every wgmma of the loop
-  // once the statistics share it (C7518).
+  // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
+  // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if constexpr (PROTECT && !(FTG_ABLATE & 2))
-    if (pending >= 0) take_stats(pending, (it - 1) % STAGES);
   if (nk > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
 }
 
