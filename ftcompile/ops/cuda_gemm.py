@@ -447,7 +447,7 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int
         units = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / bn) * split
         return math.ceil(units / num_sms) * bn * math.ceil(nk / split), split
 
-    (wide, wide_split), (narrow, narrow_split) = cost(256), cost(192)
+    (wide, wide_split), (narrow, narrow_split) = (cost(bn) for bn in GLOBAL_BNS)
     return (192, narrow_split) if narrow < GLOBAL_NARROW_MARGIN * wide else (256, wide_split)
 
 
@@ -548,13 +548,10 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
     else:
-        auto_bn, auto_split = global_tile(m, n, k, wb, a.num_sms)
-        a.bn = bn or auto_bn
+        a.bn = bn or global_tile(m, n, k, wb, a.num_sms)[0]
         if a.bn not in GLOBAL_BNS:
             raise ValueError(f"ftcompile: global kernel tile width {a.bn} (one of {GLOBAL_BNS})")
-        if not split:
-            split = auto_split if a.bn == auto_bn else global_split(m, n, k, wb, a.num_sms, a.bn)
-        a.split = max(1, min(split, math.ceil(k / K_TILE)))
+        a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms, a.bn), math.ceil(k / K_TILE)))
         if a.split > 1:
             tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / a.bn)
             part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
