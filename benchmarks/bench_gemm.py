@@ -33,6 +33,11 @@ L2_BYTES = 60 << 20
 GPT2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]  # (K, N) of attn c_attn, c_proj, mlp
 LLAMA7 = [(4096, 4096), (4096, 11008), (11008, 4096)]
 LLAMA8 = [(4096, 1024), (4096, 14336), (14336, 4096)]
+# The global scheme's compute-bound table (M x N x K): GPT-2 layers at 4096 rows, Llama layers at
+# 2048, squares.
+GLOBAL_SHAPES = ([(8192, 2304, 768), (8192, 768, 3072), (4096, 4096, 4096)]
+                 + [(4096, n, k) for k, n in GPT2] + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
+                 + [(s, s, s) for s in (1024, 2048, 8192)])
 
 
 def capture(call, sets) -> torch.cuda.CUDAGraph:
@@ -262,9 +267,7 @@ def main():
     bf16, fp16 = torch.bfloat16, torch.float16
 
     # ---- global scheme: compute-bound shapes
-    gshapes = [(8192, 2304, 768), (8192, 768, 3072), (4096, 4096, 4096)]
-    gshapes += [(4096, n, k) for k, n in GPT2] + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
-    gshapes += [(s, s, s) for s in (1024, 2048, 8192)]
+    gshapes = GLOBAL_SHAPES
     if args.quick:
         gshapes = gshapes[:3] + [(8192, 8192, 8192)]
     mc = os.environ.get("FTG_MC") == "1"  # the 2-CTA multicast variant passed its smoke test

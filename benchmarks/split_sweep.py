@@ -1,5 +1,5 @@
-"""Global kernel: time per call by K split (forced), unprotected and protected, on the shapes whose
-128x256 tiles leave SMs idle (NOTES_gemm.md, run 18). Usage: python3 benchmarks/split_sweep.py"""
+"""Global kernel: time per call by K split (forced, 128x256 tiles), unprotected and protected, on the
+shapes whose 128x256 tiles leave SMs idle (NOTES_gemm.md, run 18). Usage: python3 benchmarks/split_sweep.py"""
 import sys
 
 import torch
@@ -14,6 +14,6 @@ for shape in [(1024, 1024, 1024), (2048, 1024, 4096), (64, 4096, 4096), (128, 11
     auto = cuda_gemm.global_split(*shape, 1, torch.cuda.get_device_properties(0).multi_processor_count)
     row = []
     for split in range(1, 7):
-        t = {n: graph_time(r.variant(n, "linear_global", split=split), sets) * 1e3 for n in ("off", "on")}
+        t = {n: graph_time(r.variant(n, "linear_global", split=split, bn=256), sets) * 1e3 for n in ("off", "on")}
         row.append(f"k{split} {t['off']:.1f}/{t['on']:.1f}")
     print("x".join(map(str, shape)), f"(auto {auto}) us off/on:", "  ".join(row), flush=True)

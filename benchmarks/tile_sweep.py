@@ -6,16 +6,13 @@ import sys
 import torch
 
 sys.path.insert(0, "benchmarks")
-from bench_gemm import GPT2, LLAMA7, LLAMA8, Runner, graph_time, make_sets  # noqa: E402
+from bench_gemm import GLOBAL_SHAPES, Runner, graph_time, make_sets  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
 
-shapes = [(8192, 2304, 768), (8192, 768, 3072), (4096, 4096, 4096)]
-shapes += [(4096, n, k) for k, n in GPT2] + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
-shapes += [(s, s, s) for s in (1024, 2048, 8192)]
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 r = Runner()
 print("shape | auto (width, split) | cuBLAS us | off 256 | on 256 | off 192 | on 192 | on 192/256 | on/cuBLAS auto")
-for shape in shapes:
+for shape in GLOBAL_SHAPES:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
     auto = cuda_gemm.global_tile(*shape, 1, sms)
     t = {"cublas": graph_time(r.variant("cublas"), sets) * 1e3}

@@ -572,9 +572,8 @@ def test_global_tile_widths(dtype, bn):
     torch.manual_seed(bn)
     faults = 0
     for xs, n, k, split in [((300, 264), 520, 264, 1), ((200, 1000), 600, 1000, 2), ((2, 70, 512), 1000, 512, 1)]:
-        x, w, b = _rand(*xs, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
-        if len(xs) == 3:
-            w = _rand(xs[0], n, k, dtype=dtype, scale=k ** -0.5)
+        x, b = _rand(*xs, dtype=dtype), _rand(n, dtype=dtype)
+        w = _rand(*xs[:-2], n, k, dtype=dtype, scale=k ** -0.5)  # batched where x is
         ref = (x.double() @ w.double().transpose(-1, -2)) + b.double()
         torch_err = ((x @ w.transpose(-1, -2) + b).double() - ref).abs().max()
         run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=bn, split=split, **kw)
@@ -583,11 +582,7 @@ def test_global_tile_widths(dtype, bn):
         assert torch.equal(run(protect=False), clean)
         rows = clean.numel() // n
         for col in (5, bn + 7, n - 1):
-            for spec in (dict(stage="output", bit=30, fmt="fp32"), dict(stage="accumulator", value=-0.75, k_step=2)):
-                with inject(FaultSpec(site=name, index=(rows - 3, col), **spec)):
-                    y = run()
-                _assert_same_but_corrected(y, clean, dtype)
-                faults += 1
+            faults += _fault_each_stage(name, run, clean, dtype, (rows - 3, col), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 

@@ -296,16 +296,14 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
     // Only the checker warps flag groups: they read the count after a barrier among themselves and
     // let the other warps know with a non-blocking arrive, so a clean block goes on to its store
     // without waiting.
-    int nflag;
     if (checker) {
       __syncwarp();
       named_bar_arrive(1, THREADS);
       if constexpr (MT > 1) named_bar_sync(2, 32 * MT);
-      nflag = min(ctl.cs.nflag, MAX_FLAG);
     } else {
       named_bar_sync(1, THREADS);
-      nflag = min(ctl.cs.nflag, MAX_FLAG);
     }
+    const int nflag = min(ctl.cs.nflag, MAX_FLAG);
     if (nflag > 0) {
       recompute_flagged<T>(ctl.cs, args, nflag, tile, b, warp, NW, lane);
       __syncthreads();
