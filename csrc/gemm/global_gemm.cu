@@ -24,9 +24,9 @@
 
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
-// in the k-loop, 4: no output row sums, 16: no weighted check (x . sum_n (n+1) W[n]) in the
-// statistics. (Bit 8, tickets by one acq_rel atomic, was measured and removed: NOTES_gemm.md.
-// The proxies of a tile-local check, bits 32-2048, were measured in runs 18a-c and removed:
+// in the k-loop, 4: no output row sums. (Bit 8, tickets by one acq_rel atomic, was measured and
+// removed: NOTES_gemm.md. Bit 16, the weighted dot out of the statistics, is how they are now (run
+// 20). The proxies of a tile-local check, bits 32-2048, were measured in runs 18a-c and removed:
 // commit 2052c06 has them.)
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
@@ -37,6 +37,10 @@ namespace glb {
 
 constexpr int BM = 128, BN_MAX = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
 constexpr int A_BYTES = BM * BK * 2;
+// A stage's W sums in shared memory: k 0-31 at float 0, k 32-63 at float WC_HALF (144 B on: the
+// two halves of a row's statistics threads read them at the same time, and 128 B apart they fell
+// in the same banks, two wavefronts per load).
+constexpr int WC_HALF = BK / 2 + 4, WC_PITCH = WC_HALF + BK / 2;
 // The output row sums weigh column c of a tile by (c + 1) / W_DEN at every tile width: exact in
 // fp32, at most 1 (a huge faulty value cannot overflow the weighted sum).
 constexpr int W_DEN = 256;
@@ -47,7 +51,7 @@ constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
 
 // A flagged row waiting for its correction: where, and what its check found.
 struct FixJob {
-  double s2, c1, c2;
+  double s2, c1;
   float d1, thr;
   int b, m;
 };
@@ -57,7 +61,7 @@ constexpr int FIX_CAP = 32;
 struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
-  float wc[STAGES][2][BK];       // sum_n W[n], sum_n (n+1) W[n] over a stage's k (statistics k-steps)
+  float wc[STAGES][WC_PITCH];    // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
   float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
   int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
@@ -71,8 +75,8 @@ struct Tiles {
   static constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
 };
 
-// Workspace: fp64 s1, s2, c1, c2, sx [R] | fp32 max, min [R] | u64 non-finite reports | int ticket [batch*T_M].
-constexpr int WS_F64 = 5;
+// Workspace: fp64 s1, s2, c1, sx [R] | fp32 max, min [R] | u64 non-finite reports | int ticket [batch*T_M].
+constexpr int WS_F64 = 4;
 struct Ws {  // the arrays, from the base and the row capacity
   double* d;
   int64_t rows;
@@ -80,8 +84,7 @@ struct Ws {  // the arrays, from the base and the row capacity
   __device__ double* s1() const { return d; }
   __device__ double* s2() const { return d + rows; }
   __device__ double* c1() const { return d + 2 * rows; }
-  __device__ double* c2() const { return d + 3 * rows; }
-  __device__ double* sx() const { return d + 4 * rows; }
+  __device__ double* sx() const { return d + 3 * rows; }
   __device__ float* mx() const { return reinterpret_cast<float*>(d + WS_F64 * rows); }
   __device__ float* mn() const { return mx() + rows; }
   __device__ unsigned long long* reports() const {  // 8-byte aligned: 48 bytes per row before it
@@ -120,64 +123,54 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_
 
 // x-side of the check for one row of a tile, built by the consumers from the A tiles in shared
 // memory while their wgmmas run (the warps would only wait otherwise): sum x, max x, min x for the
-// V-ABFT threshold, x . sum_n W[n] (the check) and x . sum_n (n+1) W[n] (locates a fault: the
-// fixup then needs one dot product, not two). Thread (row, half) covers 4 of the 8 16-byte chunks
-// of a k-step; the statistics k-steps of a tile are every T_N-th one from its N-tile index, so the
-// T_N tiles of an M-tile cover K once between them.
+// V-ABFT threshold and x . sum_n W[n] (the check). Thread (row, half) covers 4 of the 8 16-byte
+// chunks of a k-step; the statistics k-steps of a tile are every T_N-th one from its N-tile index,
+// so the T_N tiles of an M-tile cover K once between them. (x . sum_n (n+1) W[n], which locates a
+// fault, is taken by the correction itself: in this loop it doubled the statistics' shared-memory
+// reads, the port a statistics k-step overfills: NOTES_gemm.md, run 20.)
 template <typename T>
 struct XStats {
   float sum, dot;
-  double dot2;      // fp64 across steps: the locating ratio divides a difference of large sums
   uint32_t mx, mn;  // packed pairs
   int row, half;    // row of the 128-row tile, which 4 chunks
 
-  __device__ void reset() { sum = 0.f; dot = 0.f; dot2 = 0.0; mx = kNegInf2<T>; mn = kPosInf2<T>; }
+  __device__ void reset() { sum = 0.f; dot = 0.f; mx = kNegInf2<T>; mn = kPosInf2<T>; }
   __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
-    float dot2_step = 0.f;  // the step's 4 chunks in fp32, then one fp64 add
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int ch = 4 * half + j;
       // Past K (zero fill) read a real chunk of the row instead, without a branch (a branch here
-      // makes ptxas serialise the wgmmas in flight, C7518); its sum and dots are dropped below.
+      // makes ptxas serialise the wgmmas in flight, C7518); its sum and dot are dropped below
+      // (selects: the W sums past K are whatever the slot held).
       const bool in_k = k0 + ch * 8 < K;
       // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
       const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
-      const float4 w0 = lds128f(wc + ch * 32), w1 = lds128f(wc + ch * 32 + 16);
-      float4 v0 = make_float4(0.f, 0.f, 0.f, 0.f), v1 = v0;
-      if (!(FTG_ABLATE & 16)) v0 = lds128f(wc + BK * 4 + ch * 32), v1 = lds128f(wc + BK * 4 + ch * 32 + 16);
+      const uint32_t wj = wc + 4 * (half * WC_HALF + 8 * j);
+      const float4 w0 = lds128f(wj), w1 = lds128f(wj + 16);
       const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
                    f3 = Elem<T>::unpack(v.w);
       const float sj = ((f0.x + f0.y) + (f1.x + f1.y)) + ((f2.x + f2.y) + (f3.x + f3.y));
       float d = f0.x * w0.x;
       d = fmaf(f0.y, w0.y, d); d = fmaf(f1.x, w0.z, d); d = fmaf(f1.y, w0.w, d);
       d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
-      float e = f0.x * v0.x;
-      e = fmaf(f0.y, v0.y, e); e = fmaf(f1.x, v0.z, e); e = fmaf(f1.y, v0.w, e);
-      e = fmaf(f2.x, v1.x, e); e = fmaf(f2.y, v1.y, e); e = fmaf(f3.x, v1.z, e); e = fmaf(f3.y, v1.w, e);
-      if (FTG_ABLATE & 16) e = 0.f;
       sum += in_k ? sj : 0.f;
       dot += in_k ? d : 0.f;
-      dot2_step += in_k ? e : 0.f;
       mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
       mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
     }
-    dot2 += (double)dot2_step;
   }
 
   // Joins the two halves of the row (lanes 2i, 2i+1) and adds them to the row's workspace entries.
   __device__ void flush(const Ws& ws, int64_t flat_row, bool in_range) {
     float s = sum, d = dot;
-    double d2 = dot2;
     const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
     float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     d += __shfl_xor_sync(0xffffffffu, d, 1);
-    d2 += __shfl_xor_sync(0xffffffffu, d2, 1);
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
     if (half == 0 && in_range) {
       atomicAdd(ws.c1() + flat_row, (double)d);
-      atomicAdd(ws.c2() + flat_row, d2);
       atomicAdd(ws.sx() + flat_row, (double)s);
       atomic_max_f32(ws.mx() + flat_row, x);
       atomic_min_f32(ws.mn() + flat_row, n);
@@ -204,7 +197,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     wgmma_commit();
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
-        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0][0]), (int64_t)ks * BK, K);
+        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
         stats_ks += tn_n;
       }
     }
@@ -272,6 +265,24 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
 
+// fp64 partial dot of a 16-bit row with an fp32 row over k = k0 + 8*i (i = idx, idx + step, ...).
+template <typename T>
+__device__ double part_dot_f64(const T* a, const float* w, int64_t K, int idx, int step) {
+  double s = 0.0;
+#pragma unroll 4  // loads of several chunks in flight (as part_dot): the correction waits for it
+  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
+    const uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
+    const float4 w0 = __ldg(reinterpret_cast<const float4*>(w + k)), w1 = __ldg(reinterpret_cast<const float4*>(w + k + 4));
+    const float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z),
+                 f3 = Elem<T>::unpack(va.w);
+    s = fma((double)f0.x, (double)w0.x, s); s = fma((double)f0.y, (double)w0.y, s);
+    s = fma((double)f1.x, (double)w0.z, s); s = fma((double)f1.y, (double)w0.w, s);
+    s = fma((double)f2.x, (double)w1.x, s); s = fma((double)f2.y, (double)w1.y, s);
+    s = fma((double)f3.x, (double)w1.z, s); s = fma((double)f3.y, (double)w1.w, s);
+  }
+  return s;
+}
+
 // Sum over the 128 threads of WG0 (the correction group), result in every thread; named barrier 2.
 __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
   v = warp_sum(v);
@@ -293,7 +304,9 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
   const float u = Elem<T>::kUnitRoundoff, d1 = j.d1;
   int p = -1;
   if (isfinite(d1)) {
-    const double c2 = j.c2 + (a.bias ? a.bstats[1] : 0.0);
+    // x . sum_n (n+1) W[n], the weighted check (in fp64: the ratio divides a difference of large sums)
+    const float* wsum2 = a.wsum + (int64_t)j.b * 2 * K + K;
+    const double c2 = group_sum(part_dot_f64(xrow, wsum2, K, idx, 128), idx, red) + (a.bias ? a.bstats[1] : 0.0);
     const double ratio = (j.s2 - c2) / (double)d1;
     const double near = rint(ratio);
     if (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) p = (int)near - 1;
@@ -356,15 +369,14 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
     const int64_t m = (int64_t)mt * BM + lane + 32 * i;
     bool flagged = false;
     float d1 = 0.f, thr = 0.f;
-    double s2 = 0.0, c1 = 0.0, c2 = 0.0;
+    double s2 = 0.0, c1 = 0.0;
     if (m < M) {
       const int64_t row = b * M + m;
       const double s1 = __ldcg(ws.s1() + row), sx = __ldcg(ws.sx() + row);
       s2 = __ldcg(ws.s2() + row);
       c1 = __ldcg(ws.c1() + row);
-      c2 = __ldcg(ws.c2() + row);
       const float mx = __ldcg(ws.mx() + row), mn = __ldcg(ws.mn() + row);
-      ws.s1()[row] = 0.0; ws.s2()[row] = 0.0; ws.c1()[row] = 0.0; ws.c2()[row] = 0.0; ws.sx()[row] = 0.0;
+      ws.s1()[row] = 0.0; ws.s2()[row] = 0.0; ws.c1()[row] = 0.0; ws.sx()[row] = 0.0;
       ws.mx()[row] = -INFINITY; ws.mn()[row] = INFINITY;
       if (args.bias) c1 += args.bstats[0];
       const bool valid = isfinite(sx) && isfinite(c1) && *args.wfinite;
@@ -385,7 +397,7 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
     ndet += __popc(__ballot_sync(0xffffffffu, flagged));
     if (fix && flagged) {
       const int slot = atomicAdd(&sm.nfix, 1);
-      if (slot < FIX_CAP) sm.fix[slot] = FixJob{s2, c1, c2, d1, thr, b, (int)m};
+      if (slot < FIX_CAP) sm.fix[slot] = FixJob{s2, c1, d1, thr, b, (int)m};
       else ++lost;
     }
   }
@@ -478,18 +490,20 @@ __global__ void __launch_bounds__(THREADS, 1)
           for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
             const int slot = it % STAGES;
             mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
-            // The consumers' statistics k-steps of this tile also need the two W checksum rows over
-            // the step's k.
+            // The consumers' statistics k-steps of this tile also need sum_n W[n] over the step's k
+            // (its two halves apart: WC_HALF; K % 8 == 0, so both copies are whole 16-byte units).
             uint32_t wc_bytes = 0;
             if (PROTECT && ks == stats_ks) {
               wc_bytes = 4u * (uint32_t)(g.K - ks * BK < BK ? g.K - ks * BK : BK);
               stats_ks += g.tn_n;
             }
-            mbar_expect_tx(&sm.full[slot], TL::STAGE_BYTES + 2 * wc_bytes);
+            mbar_expect_tx(&sm.full[slot], TL::STAGE_BYTES + wc_bytes);
             if (wc_bytes) {
               const float* src = args.wsum + (int64_t)c.b * 2 * g.K + ks * BK;
-              bulk_load(sm.wc[slot][0], src, wc_bytes, &sm.full[slot]);
-              bulk_load(sm.wc[slot][1], src + g.K, wc_bytes, &sm.full[slot]);
+              constexpr uint32_t kHalfBytes = BK / 2 * 4;
+              const uint32_t lo = wc_bytes < kHalfBytes ? wc_bytes : kHalfBytes;
+              bulk_load(sm.wc[slot], src, lo, &sm.full[slot]);
+              if (wc_bytes > lo) bulk_load(sm.wc[slot] + WC_HALF, src + BK / 2, wc_bytes - lo, &sm.full[slot]);
             }
             uint8_t* st = base + slot * TL::STAGE_BYTES;
             tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
