@@ -87,7 +87,7 @@ struct Ws {  // the arrays, from the base and the row capacity
   __device__ double* sx() const { return d + 3 * rows; }
   __device__ float* mx() const { return reinterpret_cast<float*>(d + WS_F64 * rows); }
   __device__ float* mn() const { return mx() + rows; }
-  __device__ unsigned long long* reports() const {  // 8-byte aligned: 48 bytes per row before it
+  __device__ unsigned long long* reports() const {  // 8-byte aligned: 40 bytes per row before it
     return reinterpret_cast<unsigned long long*>(mn() + rows);
   }
   __device__ int* ticket() const { return reinterpret_cast<int*>(reports() + 1); }
