@@ -116,9 +116,13 @@ __device__ __forceinline__ int opaque_zero() {
 
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
 // every CTA of the cluster only once all of their consumers are done with it.
-__device__ __forceinline__ void release_slot(Smem& sm, int slot, int cl, uint32_t rank) {
+// CLUSTER: a compile-time choice (the mainloop is instantiated for both): with a runtime test,
+// ptxas predicated the cluster arrive and its release fences (MEMBAR.ALL.GPU, ERRBAR, CGAERRBAR),
+// which then issued, and stalled, at every k-step of the unclustered kernel (ncu, run 20f).
+template <bool CLUSTER>
+__device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) {
   mbar_arrive(&sm.empty[slot]);
-  if (cl > 1) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
+  if constexpr (CLUSTER) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
 }
 
 // x-side of the check for one row of a tile, built by the consumers from the A tiles in shared
@@ -181,9 +185,9 @@ struct XStats {
 // The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
 // not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
-template <typename T, bool PROTECT, int BN>
+template <typename T, bool PROTECT, int BN, bool CLUSTER>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
-                                         int lane, int cl, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
+                                         int lane, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
                                          int64_t K) {
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
@@ -202,12 +206,12 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if (ks > kb && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
+    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if (nk > 0 && lane == 0) release_slot(sm, (it - 1) % STAGES, cl, rank);
+  if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % STAGES, rank);
 }
 
 // A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
@@ -592,7 +596,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
     const int stats_ks = g.first_stats_ks(c);
-    mainloop<T, PROTECT, BN>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.cl, g.rank, xs, stats_ks, g.tn_n, g.K);
+    if (g.cl > 1) mainloop<T, PROTECT, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
+    else mainloop<T, PROTECT, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
