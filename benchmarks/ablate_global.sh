@@ -37,7 +37,7 @@ for shape in shapes:
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 16: no weighted check)"
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums)"
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) \
     ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

@@ -78,6 +78,23 @@ __device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int
   }
   return s;
 }
+// fp64 partial dot of a 16-bit row with an fp32 row over k = k0 + 8*i (i = idx, idx + step, ...).
+template <typename T>
+__device__ double part_dot_f64(const T* a, const float* w, int64_t K, int idx, int step) {
+  double s = 0.0;
+#pragma unroll 4  // as part_dot: a correction waits for it
+  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
+    const uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
+    const float4 w0 = __ldg(reinterpret_cast<const float4*>(w + k)), w1 = __ldg(reinterpret_cast<const float4*>(w + k + 4));
+    const float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z),
+                 f3 = Elem<T>::unpack(va.w);
+    s = fma((double)f0.x, (double)w0.x, s); s = fma((double)f0.y, (double)w0.y, s);
+    s = fma((double)f1.x, (double)w0.z, s); s = fma((double)f1.y, (double)w0.w, s);
+    s = fma((double)f2.x, (double)w1.x, s); s = fma((double)f2.y, (double)w1.y, s);
+    s = fma((double)f3.x, (double)w1.z, s); s = fma((double)f3.y, (double)w1.w, s);
+  }
+  return s;
+}
 template <typename V>  // float or double
 __device__ __forceinline__ V warp_sum(V v) {
 #pragma unroll

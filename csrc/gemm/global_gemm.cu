@@ -269,24 +269,6 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
 
-// fp64 partial dot of a 16-bit row with an fp32 row over k = k0 + 8*i (i = idx, idx + step, ...).
-template <typename T>
-__device__ double part_dot_f64(const T* a, const float* w, int64_t K, int idx, int step) {
-  double s = 0.0;
-#pragma unroll 4  // loads of several chunks in flight (as part_dot): the correction waits for it
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    const uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
-    const float4 w0 = __ldg(reinterpret_cast<const float4*>(w + k)), w1 = __ldg(reinterpret_cast<const float4*>(w + k + 4));
-    const float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z),
-                 f3 = Elem<T>::unpack(va.w);
-    s = fma((double)f0.x, (double)w0.x, s); s = fma((double)f0.y, (double)w0.y, s);
-    s = fma((double)f1.x, (double)w0.z, s); s = fma((double)f1.y, (double)w0.w, s);
-    s = fma((double)f2.x, (double)w1.x, s); s = fma((double)f2.y, (double)w1.y, s);
-    s = fma((double)f3.x, (double)w1.z, s); s = fma((double)f3.y, (double)w1.w, s);
-  }
-  return s;
-}
-
 // Sum over the 128 threads of WG0 (the correction group), result in every thread; named barrier 2.
 __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
   v = warp_sum(v);

@@ -392,8 +392,13 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
     rows = math.ceil(m / (16 * stream_mtile(m)))
-    fits = math.ceil(n / N_TILE) * rows * wb <= num_sms and (rows == 1 or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
+    fits = _stream_ctas(m, n, wb, stream_mtile(m)) <= num_sms and (rows == 1 or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
     return "stream" if m <= 16 or fits else "ring"
+
+
+def _stream_ctas(m: int, n: int, wb: int, mtile: int) -> int:
+    """CTAs of the streaming kernel (without its K split): 64-column tiles x CTA rows of mtile m16 blocks."""
+    return math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
 
 
 def stream_mtile(m: int) -> int:
@@ -412,7 +417,7 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
     (stages 2) for big weights; the K split over a cluster doubled while the CTAs stay at most one
     per SM and each keeps 4 or more 32-wide k chunks."""
     mtile = mtile or stream_mtile(m)
-    ctas = math.ceil(n / N_TILE) * math.ceil(m / (16 * mtile)) * wb
+    ctas = _stream_ctas(m, n, wb, mtile)
     big = wb * n * k * 2 >= STREAM_BIG_W_BYTES
     warps = 16 if ctas <= num_sms and k >= 768 and mtile == 1 else 8  # 2 blocks: 8 warps at 255 registers
     chunks = math.ceil(k / 32)
@@ -422,6 +427,11 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
     return split, (2 if big else 1), warps
 
 
+def global_tiles(m: int, n: int, wb: int, bn: int, cluster: int = 1) -> int:
+    """128 x bn tiles of the global kernel (M-tiles rounded up to whole clusters)."""
+    return wb * math.ceil(math.ceil(m / GLOBAL_BM) / cluster) * cluster * math.ceil(n / bn)
+
+
 @functools.lru_cache(maxsize=4096)
 def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -> int:
     """K splits per tile of the global kernel: where its 128 x bn tiles leave SMs idle (small M,
@@ -429,7 +439,7 @@ def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -
     one adds. The most splits (up to 4) that keep all units in one wave and >= 8 k-steps each:
     a second wave cost more than the split saved in every case the sweep measured, and so did
     splits of 4 k-steps (NOTES_gemm.md, run 18g)."""
-    tiles = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / bn)
+    tiles = global_tiles(m, n, wb, bn)
     nk = math.ceil(k / K_TILE)
     return max(s for s in range(1, 5) if s == 1 or (tiles * s <= num_sms and nk // s >= 8))
 
@@ -444,7 +454,7 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int
 
     def cost(bn):
         split = global_split(m, n, k, wb, num_sms, bn)
-        units = wb * math.ceil(m / GLOBAL_BM) * math.ceil(n / bn) * split
+        units = global_tiles(m, n, wb, bn) * split
         return math.ceil(units / num_sms) * bn * math.ceil(nk / split), split
 
     (wide, wide_split), (narrow, narrow_split) = (cost(bn) for bn in GLOBAL_BNS)
@@ -553,7 +563,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
             raise ValueError(f"ftcompile: global kernel tile width {a.bn} (one of {GLOBAL_BNS})")
         a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms, a.bn), math.ceil(k / K_TILE)))
         if a.split > 1:
-            tiles = wb * math.ceil(math.ceil(m / GLOBAL_BM) / a.cluster) * a.cluster * math.ceil(n / a.bn)
+            tiles = global_tiles(m, n, wb, a.bn, a.cluster)
             part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
             keep.append(part)
             a.part = part.data_ptr()
