@@ -1015,114 +1015,121 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   if constexpr (kProtect) report_call(p, nonfinite_in);
 }
 
-// Checksums of K and V for the protected kernel, one CTA per (key tile, kv head, batch).
+// Checksums of K and V for the protected kernel. The prepass only streams K and V once, so it is
+// written for memory-level parallelism: thread (r, c) of a tile owns the 16-byte chunk c of keys
+// r, r + 8, ..., r + 56 (r = key mod 8) and issues its 8 K and 8 V loads before any arithmetic; K is
+// read once. Everything is then reduced in registers: a strided group's K sum over its 16 keys (the
+// thread's 8 plus its partner's, residue r ^ 1), and per key ||k||^2, sum v, sum |v| over the head dim
+// (a reduce-scatter across the CH lanes of a key row: 8 values -> 1 in log2(8) exchanges).
+template <int D>
+struct PrepassLay {
+  static constexpr int CH = D / 8;               // 16-byte chunks per row
+  static constexpr int kTiles = kThreads / (8 * CH);  // key tiles per CTA (d=64: 2, d=128: 1)
+  static_assert(kTiles >= 1 && kThreads % (8 * CH) == 0, "a CTA covers whole tiles");
+};
+
+// Reduce-scatter of v[0..7] over the CH lanes of a key row (lane bits below CH): afterwards v[0] is
+// the sum over the row's lanes of value c / (CH / 8), the same in lanes that share that index.
+template <int CH>
+__device__ __forceinline__ void row_reduce_scatter(float (&v)[8], int c) {
+#pragma unroll
+  for (int half = 4, o = CH / 2; half >= 1; half >>= 1, o >>= 1) {
+    const bool up = (c & o) != 0;
+#pragma unroll
+    for (int q = 0; q < half; ++q) {
+      const float send = up ? v[q] : v[q + half], keep = up ? v[q + half] : v[q];
+      v[q] = keep + __shfl_xor_sync(kFull, send, o);
+    }
+  }
+#pragma unroll
+  for (int o = CH / 16; o >= 1; o >>= 1) v[0] += __shfl_xor_sync(kFull, v[0], o);
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
   // The wgmma kernel that follows may launch now: its set-up (barriers, the Q tile, ||q||) overlaps
   // this kernel's last wave, and it waits for these checksums before it reads them (grid_dep_wait).
   grid_dep_launch_dependents();
-  const int t = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-  const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
-  const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  using L = PrepassLay<D>;
+  constexpr int CH = L::CH;
+  const int tid = threadIdx.x, lt = tid / (8 * CH), r = (tid / CH) % 8, c = tid % CH;
+  const int t = blockIdx.x * L::kTiles + lt, hk = blockIdx.y, b = blockIdx.z;
+  const bool tile_ok = t < p.n_tiles;  // whole warps: a warp lies inside one tile
+  const int j0 = min(t, p.n_tiles - 1) * kBlockN;
+  const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh + 8 * c;
+  const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh + 8 * c;
   const int64_t tile_id = (int64_t)(b * p.Hk + hk) * p.n_tiles + t;
-  T* kc = const_cast<T*>(reinterpret_cast<const T*>(p.kc)) + tile_id * 8 * D;
-  float* kn = const_cast<float*>(p.kn) + tile_id * 4;
-  T* vc = const_cast<T*>(reinterpret_cast<const T*>(p.vc)) + tile_id * kBlockN * 8;
-  const int j0 = t * kBlockN;
   const float ks = 1.f / p.kc_unscale, s1 = 1.f / p.vc1_unscale;
-  __shared__ float norms[kBlockN];
+  __shared__ float norms[L::kTiles][kBlockN];
 
-  // K^c: hi and lo halves of each group's sum (fp16: pre-scaled so 16 summed keys cannot overflow).
-  // All 16 keys' loads are issued before the first add (row indices clamped, dead keys dropped in the
-  // sum): loads guarded one by one went out a few at a time, and the kernel waited on them (ncu: 73 %
-  // of its stall samples at d=128).
-  // A column pair is one 4-byte load where the rows allow it (any contiguous tensor).
-  static_assert(4 * (D / 2) % kThreads == 0, "one (group, column pair) per thread and pass");
-  const bool pairs = (reinterpret_cast<uintptr_t>(gk) & 3u) == 0 && (p.k_ss & 1) == 0;
+  uint4 kq[8], vq[8];  // keys j0 + r + 8 i (rows past the end read the last key, dropped below)
 #pragma unroll
-  for (int pass = 0; pass < 4 * (D / 2) / kThreads; ++pass) {
-    const int idx = tid + pass * kThreads, g = idx / (D / 2), d = 2 * (idx % (D / 2));
-    auto key = [&](int i) { return j0 + 8 * (i >> 1) + 2 * g + (i & 1); };  // i = 2 j + e
-    auto src = [&](int i) { return gk + (int64_t)min(key(i), p.Sk - 1) * p.k_ss + d; };
-    float2 x[16];  // columns d, d + 1 of key(i)
-    if (pairs) {
-      uint32_t w[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) w[i] = __ldg(reinterpret_cast<const unsigned int*>(src(i)));
-#pragma unroll
-      for (int i = 0; i < 16; ++i) x[i] = Elem<T>::unpack(w[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const T* e = src(i);
-        x[i] = make_float2(Elem<T>::to_f(e[0]), Elem<T>::to_f(e[1]));
-      }
-    }
-    float a0 = 0.f, a1 = 0.f;
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      if (key(i) < p.Sk) {
-        a0 += x[i].x;
-        a1 += x[i].y;
-      }
-    a0 *= ks;
-    a1 *= ks;
-    const T h0 = Elem<T>::from_f(a0), h1 = Elem<T>::from_f(a1);
-    kc[(2 * g) * D + d] = h0;
-    kc[(2 * g) * D + d + 1] = h1;
-    kc[(2 * g + 1) * D + d] = Elem<T>::from_f(a0 - Elem<T>::to_f(h0));
-    kc[(2 * g + 1) * D + d + 1] = Elem<T>::from_f(a1 - Elem<T>::to_f(h1));
+  for (int i = 0; i < 8; ++i) {
+    const int64_t key = min(j0 + r + 8 * i, p.Sk - 1);
+    kq[i] = __ldg(reinterpret_cast<const uint4*>(gk + key * p.k_ss));
+    vq[i] = __ldg(reinterpret_cast<const uint4*>(gv + key * p.v_ss));
   }
-  // ||k|| per key and the V checksum columns: two threads per key, half the head dim each.
-  {
-    const int kl = tid >> 1, half = tid & 1, key = j0 + kl;
-    float nk = 0.f, c1 = 0.f, av = 0.f;
-    if (key < p.Sk) {
-      const T* kr = gk + (int64_t)key * p.k_ss;
-      const T* vr = gv + (int64_t)key * p.v_ss;
+  float a[8] = {}, nk[8], c1[8], av[8];
 #pragma unroll
-      for (int d0 = half * (D / 2); d0 < (half + 1) * (D / 2); d0 += 8) {
-        const uint4 kq = *reinterpret_cast<const uint4*>(kr + d0);
-        const uint4 vq = *reinterpret_cast<const uint4*>(vr + d0);
-        const T* ke = reinterpret_cast<const T*>(&kq);
-        const T* ve = reinterpret_cast<const T*>(&vq);
+  for (int i = 0; i < 8; ++i) {
+    const bool live = j0 + r + 8 * i < p.Sk;
+    const T* ke = reinterpret_cast<const T*>(&kq[i]);
+    const T* ve = reinterpret_cast<const T*>(&vq[i]);
+    nk[i] = c1[i] = av[i] = 0.f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float x = Elem<T>::to_f(ke[i]), y = Elem<T>::to_f(ve[i]);
-          nk += x * x;
-          c1 += y;
-          av += fabsf(y);
-        }
-      }
+    for (int j = 0; j < 8; ++j) {
+      const float x = live ? Elem<T>::to_f(ke[j]) : 0.f, y = live ? Elem<T>::to_f(ve[j]) : 0.f;
+      a[j] += x;
+      nk[i] = fmaf(x, x, nk[i]);
+      c1[i] += y;
+      av[i] += fabsf(y);
     }
-    nk += __shfl_xor_sync(kFull, nk, 1);
-    c1 += __shfl_xor_sync(kFull, c1, 1);
-    av += __shfl_xor_sync(kFull, av, 1);
-    if (half == 0) {
-      norms[kl] = sqrtf(nk);
-      __align__(16) T out[8];
-      float r = c1 * s1;
-      out[0] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[0]);
-      out[1] = Elem<T>::from_f(r); r -= Elem<T>::to_f(out[1]);
-      out[2] = Elem<T>::from_f(r);
-      out[3] = out[4] = out[5] = Elem<T>::from_f(0.f);  // free columns
-      out[6] = Elem<T>::from_f(key < p.Sk ? 1.f : 0.f);
-      out[7] = Elem<T>::from_f(av * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
-      *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
-    }
+  }
+  // K^c: group g = r / 2 holds keys of residues 2g and 2g + 1 (the 16 scores a lane of the main
+  // kernel owns per row); rows 2g and 2g + 1 of the tile's checksum block are the hi and lo halves
+  // of their sum (fp16: pre-scaled so 16 summed keys cannot overflow). The even residue writes hi.
+  __align__(16) T out[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float s = (a[j] + __shfl_xor_sync(kFull, a[j], CH)) * ks;
+    const T h = Elem<T>::from_f(s);
+    out[j] = (r & 1) ? Elem<T>::from_f(s - Elem<T>::to_f(h)) : h;
+  }
+  if (tile_ok) *reinterpret_cast<uint4*>(reinterpret_cast<T*>(const_cast<void*>(p.kc)) + (tile_id * 8 + r) * D + 8 * c) =
+      *reinterpret_cast<const uint4*>(out);
+
+  // ||k|| per key and the V checksum columns [c1 hi, lo, lo2, 0, 0, 0, live, sum |v|].
+  row_reduce_scatter<CH>(nk, c);
+  row_reduce_scatter<CH>(c1, c);
+  row_reduce_scatter<CH>(av, c);
+  if (c % (CH / 8) == 0) {
+    const int kl = r + 8 * (c / (CH / 8));
+    norms[lt][kl] = sqrtf(nk[0]);
+    float x = c1[0] * s1;
+    out[0] = Elem<T>::from_f(x); x -= Elem<T>::to_f(out[0]);
+    out[1] = Elem<T>::from_f(x); x -= Elem<T>::to_f(out[1]);
+    out[2] = Elem<T>::from_f(x);
+    out[3] = out[4] = out[5] = Elem<T>::from_f(0.f);  // free columns
+    out[6] = Elem<T>::from_f(j0 + kl < p.Sk ? 1.f : 0.f);
+    out[7] = Elem<T>::from_f(av[0] * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
+    T* vc = reinterpret_cast<T*>(const_cast<void*>(p.vc)) + tile_id * kBlockN * 8;
+    if (tile_ok) *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
   }
   __syncthreads();
-  if (tid < 4) {
-    float a = 0.f;
+  if (tid < 4 * L::kTiles && blockIdx.x * L::kTiles + tid / 4 < p.n_tiles) {
+    const int tl = tid / 4, g = tid % 4;
+    float s = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) a += norms[8 * j + 2 * tid] + norms[8 * j + 2 * tid + 1];
-    kn[tid] = a * 1.0078125f;
+    for (int j = 0; j < 8; ++j) s += norms[tl][8 * j + 2 * g] + norms[tl][8 * j + 2 * g + 1];
+    const int64_t id = (int64_t)(b * p.Hk + hk) * p.n_tiles + blockIdx.x * L::kTiles + tl;
+    const_cast<float*>(p.kn)[id * 4 + g] = s * 1.0078125f;
   }
 }
 
 template <typename T, int D>
 cudaError_t launch_prepass(const Params& p, cudaStream_t stream) {
-  prepass_kernel<T, D><<<dim3(p.n_tiles, p.Hk, p.B), kThreads, 0, stream>>>(p);
+  constexpr int per = PrepassLay<D>::kTiles;
+  prepass_kernel<T, D><<<dim3((p.n_tiles + per - 1) / per, p.Hk, p.B), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
