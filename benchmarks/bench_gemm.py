@@ -5,7 +5,8 @@
 Variants per shape: cuBLAS (F.linear), ours with protection off, on, and on with one injected
 fault per call (output stage, +10 at a random element: detection, location, one-element
 recompute, recheck). Device time only: each variant is captured in a CUDA graph over enough
-rotated input sets to exceed L2, replayed, and timed with CUDA events (median of replays).
+rotated input sets to exceed L2, replayed, and timed with CUDA events (median of replays; a
+shape's variants in turn, round by round, so clock drift does not enter their ratios).
 Writes gemm_bench.json and gemm_bench.md (and prints the tables) to --out.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ import ftcompile  # noqa: E402
 from ftcompile import FaultSpec, telemetry  # noqa: E402
 from ftcompile.abft import injection  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
-from ftcompile.timing import median_ms  # noqa: E402
+from ftcompile.timing import interleaved_median_ms, median_ms  # noqa: E402
 
 L2_BYTES = 60 << 20
 GPT2 = [(768, 2304), (768, 768), (768, 3072), (3072, 768)]  # (K, N) of attn c_attn, c_proj, mlp
@@ -127,24 +128,29 @@ def record(shape, dtype, variant, ms, copy_gbs):
 
 
 def bench_shape(runner, shape, dtype, variants, copy_gbs, rows):
+    """Every variant captured first, then timed in turn, round by round (interleaved_median_ms):
+    the ratios between variants (a fault's cost is a few percent) do not carry clock drift."""
     m, n, k = shape
     sets = make_sets(m, n, k, dtype, budget=6 << 30)
-    base = None
-    res = {}
+    graphs, res = {}, {}
     for label, scheme, name, kw in variants:
         try:
-            ms = graph_time(runner.variant(name, scheme, **kw), sets)
+            graphs[label] = capture(runner.variant(name, scheme, **kw), sets)
         except Exception as exc:  # keep going; the table shows the failure
             print(f"  {label} {shape} {dtype}: FAILED {type(exc).__name__}: {exc}", flush=True)
             res[label] = None
+    timed = interleaved_median_ms({label: g.replay for label, g in graphs.items()}, 15)
+    base = timed.get("cublas")
+    base = base / len(sets) if base else None
+    for label, *_ in variants:
+        if label not in timed:
             continue
+        ms = timed[label] / len(sets)
         rec = record(shape, dtype, label, ms, copy_gbs)
-        if label == "cublas":
-            base = ms
         rec["ratio_vs_cublas"] = ms / base if base else None
         rows.append(rec)
         res[label] = ms
-    del sets
+    del graphs, sets
     torch.cuda.empty_cache()
     return res
 

@@ -1,11 +1,12 @@
 """Timing of a callable on its device: CUDA events on a GPU (optionally replaying a CUDA graph,
 so small ops are not launch-bound), a host clock elsewhere. ``time_ms``: mean ms per call after
-warm-up (profile selection); ``median_ms``: median of single timed calls (benchmark tables)."""
+warm-up (profile selection); ``median_ms``: median of single timed calls (benchmark tables); ``interleaved_median_ms``: the same
+for several callables timed in turn, round by round, so that clock drift between them cancels."""
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Dict
 
 import torch
 
@@ -52,3 +53,23 @@ def median_ms(fn: Callable[[], object], reps: int = 20, warmup: int = 3) -> floa
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def interleaved_median_ms(fns: Dict[str, Callable[[], object]], reps: int = 20, warmup: int = 3) -> Dict[str, float]:
+    """Median ms of each GPU callable, timed one call each per round over ``reps`` rounds. Timing
+    the variants one after another lets the clock and power state move between them; a
+    difference of a few percent (a fault's correction) then reads as whatever that drift was."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    times: Dict[str, list] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    return {name: statistics.median(t) for name, t in times.items()}

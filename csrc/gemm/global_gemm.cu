@@ -311,8 +311,9 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
   }
   bool ok = false;
   if (p >= 0) {
-    const float t = (float)group_sum(part_dot(xrow, W + p * a.w_rstride, K, idx, 128), idx, red) + bias_at<T>(a, p);
+    // The stored element's load goes out with the dot's: one round trip for both, not two in turn.
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
+    const float t = (float)group_sum(part_dot(xrow, W + p * a.w_rstride, K, idx, 128), idx, red) + bias_at<T>(a, p);
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), j.thr + u * fabsf(yold));
