@@ -62,7 +62,8 @@ struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
   uint64_t fix_full;             // the correction's rows, staged in the idle ring (bulk copies)
-  float wc[STAGES][WC_PITCH];    // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
+  alignas(16) float wc[STAGES][WC_PITCH];  // sum_n W[n] over a stage's k (statistics k-steps), halves
+                                           // WC_HALF apart; 16-byte loads and bulk copies
   float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
   int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
