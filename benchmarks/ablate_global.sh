@@ -2,7 +2,8 @@
 # Where the global kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_ABLATE bits, csrc/gemm/global_gemm.cu) and times the protected kernel
 # of each build against the unprotected one on a few compute-bound shapes (which builds: ABLATE,
-# default "0 1 3 7"). Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
+# default "0 1 3 7"; NAMES: the variants timed, default off,on for build 0 and on for the others).
+# Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
@@ -25,7 +26,8 @@ done
 cat > /tmp/ablate/run.py <<'PY'
 import sys; sys.path.insert(0, "benchmarks")
 import torch
-from bench_gemm import Runner, graph_time, make_sets
+from bench_gemm import Runner, capture, make_sets
+from ftcompile.timing import interleaved_median_ms
 r = Runner()
 names = sys.argv[1].split(",")
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
@@ -33,11 +35,12 @@ if "--more" in sys.argv:
     shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072)]
 for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
-    t = {n: graph_time(r.variant(n, "linear_global"), sets) for n in names}
+    graphs = {n: capture(r.variant(n, "linear_global"), sets) for n in names}
+    t = {n: v / len(sets) for n, v in interleaved_median_ms({n: g.replay for n, g in graphs.items()}, 15).items()}
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums)"
-  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py $([ $a = 0 ] && echo off,on || echo on) \
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: no correction)"
+  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py ${NAMES:-$([ $a = 0 ] && echo off,on || echo on)} \
     ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

@@ -24,8 +24,8 @@
 
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
-// in the k-loop, 4: no output row sums. (Bit 8, tickets by one acq_rel atomic, was measured and
-// removed: NOTES_gemm.md. Bit 16, the weighted dot out of the statistics, is how they are now (run
+// in the k-loop, 4: no output row sums, 8: no correction (flagged rows only counted). (Bit 8 once
+// meant tickets by one acq_rel atomic, measured and removed: NOTES_gemm.md. Bit 16, the weighted dot out of the statistics, is how they are now (run
 // 20). The proxies of a tile-local check, bits 32-2048, were measured in runs 18a-c and removed:
 // commit 2052c06 has them.)
 #ifndef FTG_ABLATE
@@ -579,7 +579,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       __syncwarp();
       named_bar_sync(2, 128);  // the fix list is complete
       int ncorr = 0, nunc = 0;
-      const int nfix = min(sm.nfix, FIX_CAP);
+      const int nfix = (FTG_ABLATE & 8) ? 0 : min(sm.nfix, FIX_CAP);
       FixStage fs{8 * args.K <= (int64_t)STAGES * TL::STAGE_BYTES ? smem_u32(base) : 0u, 0u};
       for (int f = 0; f < nfix; ++f) {
         if (fixup_row<T>(args, sm.fix[f], tid, sm, fs)) ++ncorr;
