@@ -95,39 +95,6 @@ __device__ double part_dot_f64(const T* a, const float* w, int64_t K, int idx, i
   }
   return s;
 }
-// The same two dots with both rows in shared memory (by shared address), in the same order as
-// part_dot / part_dot_f64 (so a correction computes the same value either way): rows staged by a
-// bulk copy arrive in one round trip at any K, where register loads at WG0's 72 registers went out
-// a few chunks at a time (NOTES_gemm.md, run 21).
-template <typename T>
-__device__ __forceinline__ float smem_dot(uint32_t a, uint32_t b, int64_t K, int idx, int step) {
-  float s = 0.f;
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    const uint4 va = lds128(a + 2 * (uint32_t)k), vb = lds128(b + 2 * (uint32_t)k);
-    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 fa = Elem<T>::unpack(pa[i]), fb = Elem<T>::unpack(pb[i]);
-      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
-    }
-  }
-  return s;
-}
-template <typename T>
-__device__ __forceinline__ double smem_dot_f64(uint32_t a, uint32_t w, int64_t K, int idx, int step) {
-  double s = 0.0;
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    const uint4 va = lds128(a + 2 * (uint32_t)k);
-    const float4 w0 = lds128f(w + 4 * (uint32_t)k), w1 = lds128f(w + 4 * (uint32_t)k + 16);
-    const float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z),
-                 f3 = Elem<T>::unpack(va.w);
-    s = fma((double)f0.x, (double)w0.x, s); s = fma((double)f0.y, (double)w0.y, s);
-    s = fma((double)f1.x, (double)w0.z, s); s = fma((double)f1.y, (double)w0.w, s);
-    s = fma((double)f2.x, (double)w1.x, s); s = fma((double)f2.y, (double)w1.y, s);
-    s = fma((double)f3.x, (double)w1.z, s); s = fma((double)f3.y, (double)w1.w, s);
-  }
-  return s;
-}
 template <typename V>  // float or double
 __device__ __forceinline__ V warp_sum(V v) {
 #pragma unroll

@@ -61,9 +61,7 @@ constexpr int FIX_CAP = 32;
 struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
-  uint64_t fix_full;             // the correction's rows, staged in the idle ring (bulk copies)
-  alignas(16) float wc[STAGES][WC_PITCH];  // sum_n W[n] over a stage's k (statistics k-steps), halves
-                                           // WC_HALF apart; 16-byte loads and bulk copies
+  float wc[STAGES][WC_PITCH];    // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
   float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
   int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
@@ -115,6 +113,21 @@ __device__ __forceinline__ int opaque_zero() {
   asm volatile("mov.u32 %0, 0;" : "=r"(z));
   return z;
 }
+
+// Diagnostic build only (-DFTG_FIX_STAMPS, benchmarks/correction_stamps.py): thread stamps of the
+// global timer, 8 doubles per CTA after the per-row diagnostics in Args.dbg: 0 start, 1 WG0's fix
+// list complete, 2 its corrections done, 3 rows corrected, 4 consumers' end, 5 verifiers' end,
+// 6 / 7 the last correction's weighted dot / located element's dot done.
+#ifdef FTG_FIX_STAMPS
+__device__ __forceinline__ void fix_stamp(const Args& a, int i, double v = -1.0) {
+  if (a.dbg == nullptr) return;
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  a.dbg[3 * (int64_t)a.batch * a.M + 8 * blockIdx.x + i] = v >= 0.0 ? v : (double)t;
+}
+#else
+__device__ __forceinline__ void fix_stamp(const Args&, int, double = -1.0) {}
+#endif
 
 // Release a ring slot: the W half-tiles are multicast, so a slot is free for the producers of
 // every CTA of the cluster only once all of their consumers are done with it.
@@ -283,47 +296,19 @@ __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
 
 // Locate, correct and recheck one flagged row; the 128 threads of WG0 (idx) after their roles'
 // loops (rare path). True when the row passes its recheck after the correction.
-// Where the correction stages its rows: x, sum_n (n+1) W[n] and the located W row, 8 K bytes, in
-// the ring (idle once the CTA's last tile is verified), one bulk copy each on sm.fix_full.
-struct FixStage {
-  uint32_t base;    // shared address of the ring; 0: K too long for it (the rows are read from L2)
-  uint32_t parity;  // sm.fix_full's next phase
-};
-
-// One bulk copy into the staging area, waited for by the whole group (the previous row's readers
-// are past the closing barrier of fixup_row; the fence orders their generic reads before the
-// async-proxy writes).
-__device__ __forceinline__ void stage_rows(Smem& sm, FixStage& fs, int idx, uint32_t dst_off, const void* src,
-                                           uint32_t bytes, uint32_t dst_off2 = 0, const void* src2 = nullptr,
-                                           uint32_t bytes2 = 0) {
-  if (idx == 0) {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    mbar_expect_tx(&sm.fix_full, bytes + bytes2);
-    bulk_load_to(fs.base + dst_off, src, bytes, &sm.fix_full);
-    if (bytes2) bulk_load_to(fs.base + dst_off2, src2, bytes2, &sm.fix_full);
-  }
-  mbar_wait(&sm.fix_full, fs.parity);
-  fs.parity ^= 1u;
-}
-
 template <typename T>
-__device__ __noinline__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm, FixStage& fs) {
-  double* red = sm.red;
+__device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) {
   const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
   T* yrow = static_cast<T*>(a.y) + row * N;
   const T* xrow = static_cast<const T*>(a.x) + j.b * a.x_bstride + j.m * a.x_rstride;
   const T* W = static_cast<const T*>(a.w) + j.b * a.w_bstride;
   const float u = Elem<T>::kUnitRoundoff, d1 = j.d1;
-  const float* wsum2 = a.wsum + (int64_t)j.b * 2 * K + K;
-  // Staging layout: x [2K bytes] | W row [2K] | sum_n (n+1) W[n] [4K].
-  const uint32_t x_off = 0, w_off = 2 * (uint32_t)K, c2_off = 4 * (uint32_t)K;
-  if (fs.base) stage_rows(sm, fs, idx, x_off, xrow, 2 * (uint32_t)K, c2_off, wsum2, isfinite(d1) ? 4 * (uint32_t)K : 0u);
   int p = -1;
   if (isfinite(d1)) {
     // x . sum_n (n+1) W[n], the weighted check (in fp64: the ratio divides a difference of large sums)
-    const double c2d = fs.base ? smem_dot_f64<T>(fs.base + x_off, fs.base + c2_off, K, idx, 128)
-                               : part_dot_f64(xrow, wsum2, K, idx, 128);
-    const double c2 = group_sum(c2d, idx, red) + (a.bias ? a.bstats[1] : 0.0);
+    const float* wsum2 = a.wsum + (int64_t)j.b * 2 * K + K;
+    const double c2 = group_sum(part_dot_f64(xrow, wsum2, K, idx, 128), idx, red) + (a.bias ? a.bstats[1] : 0.0);
+    if (idx == 0) fix_stamp(a, 6);
     const double ratio = (j.s2 - c2) / (double)d1;
     const double near = rint(ratio);
     if (isfinite(ratio) && fabs(ratio - near) < 0.3 && near >= 1 && near <= (double)N) p = (int)near - 1;
@@ -342,12 +327,10 @@ __device__ __noinline__ bool fixup_row(const Args& a, const FixJob& j, int idx, 
   }
   bool ok = false;
   if (p >= 0) {
-    // The stored element's load goes out with the W row's: one round trip for both, not two in turn.
+    // The stored element's load goes out with the dot's: one round trip for both, not two in turn.
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
-    const T* wrow = W + p * a.w_rstride;
-    if (fs.base) stage_rows(sm, fs, idx, w_off, wrow, 2 * (uint32_t)K);
-    const float td = fs.base ? smem_dot<T>(fs.base + x_off, fs.base + w_off, K, idx, 128) : part_dot(xrow, wrow, K, idx, 128);
-    const float t = (float)group_sum(td, idx, red) + bias_at<T>(a, p);
+    const float t = (float)group_sum(part_dot(xrow, W + p * a.w_rstride, K, idx, 128), idx, red) + bias_at<T>(a, p);
+    if (idx == 0) fix_stamp(a, 7);
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), j.thr + u * fabsf(yold));
@@ -479,7 +462,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
-    mbar_init(&sm.fix_full, 1);
     sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
@@ -493,6 +475,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   // before the wait touches global memory (the workspace is the previous call's until then).
   grid_dep_launch_dependents();
   grid_dep_wait();
+  if (tid == 0) fix_stamp(args, 0);
   if (PROTECT && tid == 0 && blockIdx.x == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
 
   if (wg == 0) {
@@ -571,6 +554,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         ++seq;
       }
+      if (tid == 32) fix_stamp(args, 5);
     }
     if constexpr (PROTECT) {
       // The whole warpgroup corrects the CTA's flagged rows once its roles are done: in the
@@ -578,13 +562,14 @@ __global__ void __launch_bounds__(THREADS, 1)
       // from L2 every tile); one warp alone made a correction several times slower.
       __syncwarp();
       named_bar_sync(2, 128);  // the fix list is complete
+      if (tid == 0) fix_stamp(args, 1);
       int ncorr = 0, nunc = 0;
       const int nfix = (FTG_ABLATE & 8) ? 0 : min(sm.nfix, FIX_CAP);
-      FixStage fs{8 * args.K <= (int64_t)STAGES * TL::STAGE_BYTES ? smem_u32(base) : 0u, 0u};
       for (int f = 0; f < nfix; ++f) {
-        if (fixup_row<T>(args, sm.fix[f], tid, sm, fs)) ++ncorr;
+        if (fixup_row<T>(args, sm.fix[f], tid, sm.red)) ++ncorr;
         else ++nunc;
       }
+      if (tid == 0) { fix_stamp(args, 2); fix_stamp(args, 3, (double)nfix); }
       if (tid == 0 && nfix) add_outcomes(args, 0, ncorr, nunc);
     }
   } else {
@@ -749,6 +734,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       mbar_arrive(&sm.epi_full);
     }
   }
+  if (ct == 0) fix_stamp(args, 4);
   }
   if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }

@@ -1,0 +1,76 @@
+"""Where a global-scheme correction's time goes (diagnostics, H200).
+
+    python benchmarks/correction_stamps.py [MxNxK ...]
+
+Builds csrc/gemm with -DFTG_FIX_STAMPS (global_gemm.cu's fix_stamp: per CTA, global-timer stamps
+of the start, the end of the consumers, the verifiers and the fix list, each correction dot and
+the end of the corrections), runs the injecting build with one output fault (+10) per call after
+a warm-up, and prints per shape: the grid's span, when the CTAs' roles end (median and last), and
+for the correcting CTA each step of its correction, in us from the grid's first start.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ftcompile import FaultSpec, telemetry  # noqa: E402
+from ftcompile.abft import injection  # noqa: E402
+from ftcompile.ops import cuda  # noqa: E402
+
+NST = 8  # stamps per CTA (global_gemm.cu, fix_stamp)
+
+
+def main() -> None:
+    path = cuda.build_library("gemm", "ftcompile_gemm_sm90a_fixstamps", extra_cuda_cflags=["-DFTG_FIX_STAMPS"])
+    os.environ["FTCOMPILE_GEMM_LIB"] = path  # cuda_gemm loads this build instead
+    from ftcompile.ops import cuda_gemm
+
+    sid = telemetry.register("bench.fixstamps", "linear", "bench", "correct", 2.5, 1.0)
+    site = telemetry.site(sid)
+    shapes = [tuple(int(v) for v in a.split("x")) for a in sys.argv[1:]] or [
+        (4096, 768, 768), (4096, 768, 3072), (2048, 4096, 4096), (2048, 4096, 11008)]
+    g = torch.Generator().manual_seed(0)
+    for m, n, k in shapes:
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+        b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        log = torch.zeros(cuda_gemm.MAX_INJ, 2, device="cuda")
+        ctas = torch.cuda.get_device_properties(0).multi_processor_count
+        for value, label in ((0.0, "noop"), (10.0, "fault")):
+            inj = injection.Injection(FaultSpec(site="bench.fixstamps", stage="output", value=value))
+            spans = []
+            for rep in range(6):
+                r = int(torch.randint(0, m, (1,), generator=g))
+                c = int(torch.randint(0, n, (1,), generator=g))
+                dbg = torch.full((3 * m + NST * ctas,), -1.0, dtype=torch.float64, device="cuda")
+                cuda_gemm.run("linear_global", x, w, b, site, protect=True, inject=False,
+                              plan=[(inj, "output", r, c, -1)], log=log, dbg=dbg)
+                torch.cuda.synchronize()
+                st = dbg[3 * m:].view(ctas, NST).cpu()
+                used = st[:, 0] >= 0
+                st = st[used]
+                t0 = st[:, 0].min().item()
+                rel = lambda v: (v - t0) / 1e3  # noqa: E731
+                ends = torch.maximum(st[:, 2], st[:, 4])
+                fixer = int(torch.argmax(st[:, 3]).item()) if st[:, 3].max() > 0 else -1
+                line = (f"{m}x{n}x{k} {label} rep{rep}: span {rel(ends.max().item()):7.2f} us; consumers end "
+                        f"med {rel(st[:, 4].median().item()):7.2f} last {rel(st[:, 4].max().item()):7.2f}; "
+                        f"verifiers end med {rel(st[:, 5].median().item()):7.2f} last {rel(st[:, 5].max().item()):7.2f}")
+                if fixer >= 0:
+                    f = st[fixer]
+                    line += (f"; fixer CTA: consumers {rel(f[4].item()):7.2f} verifiers {rel(f[5].item()):7.2f} "
+                             f"list {rel(f[1].item()):7.2f} dot1 {rel(f[6].item()):7.2f} dot2 {rel(f[7].item()):7.2f} "
+                             f"done {rel(f[2].item()):7.2f}")
+                if rep > 0:  # the first call warms the build
+                    spans.append(rel(ends.max().item()))
+                print(line, flush=True)
+            print(f"{m}x{n}x{k} {label}: median span {statistics.median(spans):.2f} us", flush=True)
+
+
+if __name__ == "__main__":
+    main()
