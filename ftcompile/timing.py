@@ -1,7 +1,8 @@
 """Timing of a callable on its device: CUDA events on a GPU (optionally replaying a CUDA graph,
 so small ops are not launch-bound), a host clock elsewhere. ``time_ms``: mean ms per call after
-warm-up (profile selection); ``median_ms``: median of single timed calls (benchmark tables); ``interleaved_median_ms``: the same
-for several callables timed in turn, round by round, so that clock drift between them cancels."""
+warm-up (profile selection); ``median_ms``: median of single timed calls (benchmark tables);
+``interleaved_median_ms``: the same for several callables timed in turn, round by round, so that
+clock and power drift does not fall between them."""
 from __future__ import annotations
 
 import statistics
@@ -41,24 +42,13 @@ def time_ms(fn: Callable[[], object], device: torch.device, reps: int, warmup: i
 
 def median_ms(fn: Callable[[], object], reps: int = 20, warmup: int = 3) -> float:
     """Median of ``reps`` single CUDA-event-timed calls of fn (a GPU callable)."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return interleaved_median_ms({"fn": fn}, reps, warmup)["fn"]
 
 
 def interleaved_median_ms(fns: Dict[str, Callable[[], object]], reps: int = 20, warmup: int = 3) -> Dict[str, float]:
-    """Median ms of each GPU callable, timed one call each per round over ``reps`` rounds. Timing
-    the variants one after another lets the clock and power state move between them; a
-    difference of a few percent (a fault's correction) then reads as whatever that drift was."""
+    """Median ms of each GPU callable, timed one call each per round over ``reps`` rounds. Timed
+    one variant after another, the clock and power state moved between them (a warm GPU made
+    cuBLAS 15 % slower at 8192^3 than the cool one it had met first: NOTES_gemm.md, run 21a)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()

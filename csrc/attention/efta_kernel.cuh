@@ -1095,8 +1095,8 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
     const T h = Elem<T>::from_f(s);
     out[j] = (r & 1) ? Elem<T>::from_f(s - Elem<T>::to_f(h)) : h;
   }
-  if (tile_ok) *reinterpret_cast<uint4*>(reinterpret_cast<T*>(const_cast<void*>(p.kc)) + (tile_id * 8 + r) * D + 8 * c) =
-      *reinterpret_cast<const uint4*>(out);
+  T* kc = reinterpret_cast<T*>(const_cast<void*>(p.kc)) + (tile_id * 8 + r) * D + 8 * c;
+  if (tile_ok) *reinterpret_cast<uint4*>(kc) = *reinterpret_cast<const uint4*>(out);
 
   // ||k|| per key and the V checksum columns [c1 hi, lo, lo2, 0, 0, 0, live, sum |v|].
   row_reduce_scatter<CH>(nk, c);

@@ -25,9 +25,9 @@
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
 // in the k-loop, 4: no output row sums, 8: no correction (flagged rows only counted). (Bit 8 once
-// meant tickets by one acq_rel atomic, measured and removed: NOTES_gemm.md. Bit 16, the weighted dot out of the statistics, is how they are now (run
-// 20). The proxies of a tile-local check, bits 32-2048, were measured in runs 18a-c and removed:
-// commit 2052c06 has them.)
+// meant tickets by one acq_rel atomic, measured and removed: NOTES_gemm.md. Bit 16, the weighted
+// dot out of the statistics, is how they are now (run 20). The proxies of a tile-local check,
+// bits 32-2048, were measured in runs 18a-c and removed: commit 2052c06 has them.)
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
