@@ -26,8 +26,7 @@ done
 cat > /tmp/ablate/run.py <<'PY'
 import sys; sys.path.insert(0, "benchmarks")
 import torch
-from bench_gemm import Runner, capture, make_sets
-from ftcompile.timing import interleaved_median_ms
+from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
 names = sys.argv[1].split(",")
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
@@ -35,8 +34,7 @@ if "--more" in sys.argv:
     shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072)]
 for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
-    graphs = {n: capture(r.variant(n, "linear_global"), sets) for n in names}
-    t = {n: v / len(sets) for n, v in interleaved_median_ms({n: g.replay for n, g in graphs.items()}, 15).items()}
+    t = graph_times({n: r.variant(n, "linear_global") for n in names}, sets)
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do

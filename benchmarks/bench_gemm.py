@@ -56,7 +56,24 @@ def capture(call, sets) -> torch.cuda.CUDAGraph:
 
 def graph_time(call, sets) -> float:
     """ms per call: the graph of `capture` replayed."""
-    return median_ms(capture(call, sets).replay, 15) / len(sets)
+    return graph_times({"call": call}, sets)["call"]
+
+
+def graph_times(calls, sets, failed=None) -> dict:
+    """ms per call of each of `calls` (name -> call): each captured as one graph over `sets`, then
+    the graphs replayed in turn, round by round (interleaved_median_ms: clock drift does not fall
+    between them). With `failed` (a dict), a call whose capture raises is left out and its
+    exception recorded there instead of raised."""
+    graphs = {}
+    for name, call in calls.items():
+        try:
+            graphs[name] = capture(call, sets)
+        except Exception as exc:
+            if failed is None:
+                raise
+            failed[name] = exc
+    timed = interleaved_median_ms({name: g.replay for name, g in graphs.items()}, 15)
+    return {name: ms / len(sets) for name, ms in timed.items()}
 
 
 def make_sets(m, n, k, dtype, bias=True, budget=None):
@@ -128,29 +145,27 @@ def record(shape, dtype, variant, ms, copy_gbs):
 
 
 def bench_shape(runner, shape, dtype, variants, copy_gbs, rows):
-    """Every variant captured first, then timed in turn, round by round (interleaved_median_ms):
-    the ratios between variants (a fault's cost is a few percent) do not carry clock drift."""
+    """Every variant of a shape timed by graph_times (in turn, round by round: the ratios between
+    variants, a fault's cost of a few percent among them, do not carry clock drift)."""
     m, n, k = shape
     sets = make_sets(m, n, k, dtype, budget=6 << 30)
-    graphs, res = {}, {}
-    for label, scheme, name, kw in variants:
-        try:
-            graphs[label] = capture(runner.variant(name, scheme, **kw), sets)
-        except Exception as exc:  # keep going; the table shows the failure
-            print(f"  {label} {shape} {dtype}: FAILED {type(exc).__name__}: {exc}", flush=True)
-            res[label] = None
-    timed = interleaved_median_ms({label: g.replay for label, g in graphs.items()}, 15)
+    failed = {}
+    timed = graph_times({label: runner.variant(name, scheme, **kw) for label, scheme, name, kw in variants}, sets,
+                        failed)
+    res = {}
+    for label, exc in failed.items():  # keep going; the table shows the failure
+        print(f"  {label} {shape} {dtype}: FAILED {type(exc).__name__}: {exc}", flush=True)
+        res[label] = None
     base = timed.get("cublas")
-    base = base / len(sets) if base else None
     for label, *_ in variants:
         if label not in timed:
             continue
-        ms = timed[label] / len(sets)
+        ms = timed[label]
         rec = record(shape, dtype, label, ms, copy_gbs)
         rec["ratio_vs_cublas"] = ms / base if base else None
         rows.append(rec)
         res[label] = ms
-    del graphs, sets
+    del sets
     torch.cuda.empty_cache()
     return res
 

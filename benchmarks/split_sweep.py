@@ -5,7 +5,7 @@ import sys
 import torch
 
 sys.path.insert(0, "benchmarks")
-from bench_gemm import Runner, graph_time, make_sets  # noqa: E402
+from bench_gemm import Runner, graph_times, make_sets  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
 
 r = Runner()
@@ -14,6 +14,7 @@ for shape in [(1024, 1024, 1024), (2048, 1024, 4096), (64, 4096, 4096), (128, 11
     auto = cuda_gemm.global_split(*shape, 1, torch.cuda.get_device_properties(0).multi_processor_count)
     row = []
     for split in range(1, 7):
-        t = {n: graph_time(r.variant(n, "linear_global", split=split, bn=256), sets) * 1e3 for n in ("off", "on")}
+        t = {n: v * 1e3 for n, v in graph_times({n: r.variant(n, "linear_global", split=split, bn=256)
+                                                 for n in ("off", "on")}, sets).items()}
         row.append(f"k{split} {t['off']:.1f}/{t['on']:.1f}")
     print("x".join(map(str, shape)), f"(auto {auto}) us off/on:", "  ".join(row), flush=True)

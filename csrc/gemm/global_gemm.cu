@@ -97,14 +97,20 @@ struct Ws {  // the arrays, from the base and the row capacity
 // partials of its first splits - 1 splits, BN / 8 float4 x 256 consumer threads each (slots of the
 // 256-wide tile's size at both widths).
 struct SplitWs {
+  static constexpr int64_t SLOT_F4 = BN_MAX / 8 * 256;  // float4s of one partial tile
+  // ints before the slots: the flags, rounded up to 16 bytes
+  __host__ __device__ static constexpr int64_t flag_ints(int64_t tiles) { return (tiles + 3) & ~3ll; }
+  __host__ __device__ static constexpr int64_t bytes(int64_t tiles, int64_t splits) {
+    return flag_ints(tiles) * 4 + tiles * (splits - 1) * SLOT_F4 * 16;
+  }
   int* flags;
   float4* slots;
   int splits;
   __device__ SplitWs(void* base, int64_t tiles, int splits_)
-      : flags(static_cast<int*>(base)), slots(reinterpret_cast<float4*>(static_cast<int*>(base) + ((tiles + 3) & ~3ll))),
+      : flags(static_cast<int*>(base)), slots(reinterpret_cast<float4*>(static_cast<int*>(base) + flag_ints(tiles))),
         splits(splits_) {}
   __device__ int* flag(int tile) const { return flags + tile; }
-  __device__ float4* slot(int tile, int s) const { return slots + ((int64_t)tile * (splits - 1) + s) * (BN_MAX / 8 * 256); }
+  __device__ float4* slot(int tile, int s) const { return slots + ((int64_t)tile * (splits - 1) + s) * SLOT_F4; }
 };
 
 // A zero the compiler cannot see through (keeps a computation inside the loop it is written in).
@@ -786,7 +792,7 @@ extern "C" long long ft_gemm_global_ws_bytes(long long rows, long long mtiles) {
 // Bytes of the split-K workspace for `tiles` tiles split `splits` ways at most (zeroed once: the
 // flags are reset by the kernel; Args.part_tiles = tiles).
 extern "C" long long ft_gemm_global_split_bytes(long long tiles, long long splits) {
-  return ((tiles + 3) & ~3ll) * 4 + tiles * (splits - 1) * (ftg::glb::BN_MAX / 8) * 256 * 16;
+  return ftg::glb::SplitWs::bytes(tiles, splits);
 }
 // Byte offset of the fp32 max / min rows (the launcher initialises them to -inf / +inf).
 extern "C" long long ft_gemm_global_ws_extrema_offset(long long rows) { return rows * ftg::glb::WS_F64 * 8; }

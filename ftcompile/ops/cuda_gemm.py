@@ -391,9 +391,12 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
     # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
-    rows = math.ceil(m / (16 * stream_mtile(m)))
-    fits = _stream_ctas(m, n, wb, stream_mtile(m)) <= num_sms and (rows == 1 or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
-    return "stream" if m <= 16 or fits else "ring"
+    if m <= 16:
+        return "stream"
+    mtile = stream_mtile(m)
+    one_row = m <= 16 * mtile
+    fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
+    return "stream" if fits else "ring"
 
 
 def _stream_ctas(m: int, n: int, wb: int, mtile: int) -> int:
