@@ -3,10 +3,13 @@
     python benchmarks/correction_stamps.py [MxNxK ...]
 
 Builds csrc/gemm with -DFTG_FIX_STAMPS (global_gemm.cu's fix_stamp: per CTA, global-timer stamps
-of the start, the end of the consumers, the verifiers and the fix list, each correction dot and
-the end of the corrections), runs the injecting build with one output fault (+10) per call after
-a warm-up, and prints per shape: the grid's span, when the CTAs' roles end (median and last), and
-for the correcting CTA each step of its correction, in us from the grid's first start.
+of the start, the end of the consumers' tiles and of the verifiers, the last correction's start
+and each of its dots, the end of the corrections), runs the injecting build with one output
+fault (+10) per call after a warm-up, and prints per shape: the grid's span, when the CTAs'
+roles end (median and last), and for the correcting CTA each step of its correction, in us from
+the grid's first start. FTG_STAMPS_FAULTS=n: n faults in consecutive rows, corrected in turn by
+one CTA (the stamps are the last one's: its code warm); FTG_STAMPS_FLAGS: more nvcc flags (a
+variant build of its own name).
 """
 from __future__ import annotations
 
@@ -26,12 +29,18 @@ NST = 8  # stamps per CTA (global_gemm.cu, fix_stamp)
 
 
 def main() -> None:
-    path = cuda.build_library("gemm", "ftcompile_gemm_sm90a_fixstamps", extra_cuda_cflags=["-DFTG_FIX_STAMPS"])
+    # FTG_STAMPS_FLAGS: more nvcc flags for a variant build (its own library name).
+    extra = os.environ.get("FTG_STAMPS_FLAGS", "").split()
+    name = "ftcompile_gemm_sm90a_fixstamps" + "".join(f.strip("-").replace("=", "").replace("_", "") for f in extra)
+    path = cuda.build_library("gemm", name, extra_cuda_cflags=["-DFTG_FIX_STAMPS", *extra])
     os.environ["FTCOMPILE_GEMM_LIB"] = path  # cuda_gemm loads this build instead
     from ftcompile.ops import cuda_gemm
 
     sid = telemetry.register("bench.fixstamps", "linear", "bench", "correct", 2.5, 1.0)
     site = telemetry.site(sid)
+    # FTG_STAMPS_FAULTS=n: n faults per call in consecutive rows of one M-tile (one CTA corrects
+    # them in turn: the stamps are the last one's, i.e. a correction whose code ran before).
+    nfaults = int(os.environ.get("FTG_STAMPS_FAULTS", "1"))
     shapes = [tuple(int(v) for v in a.split("x")) for a in sys.argv[1:]] or [
         (4096, 768, 768), (4096, 768, 3072), (2048, 4096, 4096), (2048, 4096, 11008)]
     g = torch.Generator().manual_seed(0)
@@ -45,11 +54,11 @@ def main() -> None:
             inj = injection.Injection(FaultSpec(site="bench.fixstamps", stage="output", value=value))
             spans = []
             for rep in range(6):
-                r = int(torch.randint(0, m, (1,), generator=g))
+                r = int(torch.randint(0, m // 128, (1,), generator=g)) * 128 + int(torch.randint(0, 128 - nfaults, (1,), generator=g))
                 c = int(torch.randint(0, n, (1,), generator=g))
                 dbg = torch.full((3 * m + NST * ctas,), -1.0, dtype=torch.float64, device="cuda")
                 cuda_gemm.run("linear_global", x, w, b, site, protect=True, inject=False,
-                              plan=[(inj, "output", r, c, -1)], log=log, dbg=dbg)
+                              plan=[(inj, "output", r + i, c, -1) for i in range(nfaults)], log=log, dbg=dbg)
                 torch.cuda.synchronize()
                 st = dbg[3 * m:].view(ctas, NST).cpu()
                 used = st[:, 0] >= 0
@@ -64,7 +73,7 @@ def main() -> None:
                 if fixer >= 0:
                     f = st[fixer]
                     line += (f"; fixer CTA: consumers {rel(f[4].item()):7.2f} verifiers {rel(f[5].item()):7.2f} "
-                             f"list {rel(f[1].item()):7.2f} dot1 {rel(f[6].item()):7.2f} dot2 {rel(f[7].item()):7.2f} "
+                             f"fix start {rel(f[1].item()):7.2f} dot1 {rel(f[6].item()):7.2f} dot2 {rel(f[7].item()):7.2f} "
                              f"done {rel(f[2].item()):7.2f}")
                 if rep > 0:  # the first call warms the build
                     spans.append(rel(ends.max().item()))

@@ -78,20 +78,62 @@ __device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int
   }
   return s;
 }
-// fp64 partial dot of a 16-bit row with an fp32 row over k = k0 + 8*i (i = idx, idx + step, ...).
-template <typename T>
-__device__ double part_dot_f64(const T* a, const float* w, int64_t K, int idx, int step) {
+// Batched partial dots for a correction, whose time is latency: each thread loads NB chunks of 8
+// (k = k0 + 8 * (idx + step * i)) before it uses any, so a batch costs one round trip (the
+// unrolled loops above issue a load, then its FMA chain, at a tight register budget). Chunks
+// past K are neither loaded nor converted (fp64 conversions are slow: 16 per clock per SM).
+// fp32: two 16-bit rows.
+template <typename T, int NB>
+__device__ float batched_dot(const T* a, const T* b, int64_t K, int idx, int step) {
+  float s = 0.f;
+  for (int64_t k0 = 8 * (int64_t)idx; k0 < K; k0 += 8 * (int64_t)step * NB) {
+    uint4 va[NB], vb[NB];
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const int64_t k = k0 + 8 * (int64_t)step * i;
+      const bool in = k < K;
+      va[i] = in ? __ldg(reinterpret_cast<const uint4*>(a + k)) : make_uint4(0u, 0u, 0u, 0u);
+      vb[i] = in ? __ldg(reinterpret_cast<const uint4*>(b + k)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      if (k0 + 8 * (int64_t)step * i >= K) break;
+      const uint32_t* pa = &va[i].x; const uint32_t* pb = &vb[i].x;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 fa = Elem<T>::unpack(pa[j]), fb = Elem<T>::unpack(pb[j]);
+        s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
+      }
+    }
+  }
+  return s;
+}
+// fp64: a 16-bit row with an fp32 row (the weighted check: its ratio divides a difference of large sums).
+template <typename T, int NB>
+__device__ double batched_dot_f64(const T* a, const float* w, int64_t K, int idx, int step) {
   double s = 0.0;
-#pragma unroll 4  // as part_dot: a correction waits for it
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    const uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k));
-    const float4 w0 = __ldg(reinterpret_cast<const float4*>(w + k)), w1 = __ldg(reinterpret_cast<const float4*>(w + k + 4));
-    const float2 f0 = Elem<T>::unpack(va.x), f1 = Elem<T>::unpack(va.y), f2 = Elem<T>::unpack(va.z),
-                 f3 = Elem<T>::unpack(va.w);
-    s = fma((double)f0.x, (double)w0.x, s); s = fma((double)f0.y, (double)w0.y, s);
-    s = fma((double)f1.x, (double)w0.z, s); s = fma((double)f1.y, (double)w0.w, s);
-    s = fma((double)f2.x, (double)w1.x, s); s = fma((double)f2.y, (double)w1.y, s);
-    s = fma((double)f3.x, (double)w1.z, s); s = fma((double)f3.y, (double)w1.w, s);
+  for (int64_t k0 = 8 * (int64_t)idx; k0 < K; k0 += 8 * (int64_t)step * NB) {
+    uint4 va[NB];
+    float4 w0[NB], w1[NB];
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const int64_t k = k0 + 8 * (int64_t)step * i;
+      const bool in = k < K;
+      const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+      va[i] = in ? __ldg(reinterpret_cast<const uint4*>(a + k)) : make_uint4(0u, 0u, 0u, 0u);
+      w0[i] = in ? __ldg(reinterpret_cast<const float4*>(w + k)) : z;
+      w1[i] = in ? __ldg(reinterpret_cast<const float4*>(w + k + 4)) : z;
+    }
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      if (k0 + 8 * (int64_t)step * i >= K) break;
+      const float2 f0 = Elem<T>::unpack(va[i].x), f1 = Elem<T>::unpack(va[i].y), f2 = Elem<T>::unpack(va[i].z),
+                   f3 = Elem<T>::unpack(va[i].w);
+      s = fma((double)f0.x, (double)w0[i].x, s); s = fma((double)f0.y, (double)w0[i].y, s);
+      s = fma((double)f1.x, (double)w0[i].z, s); s = fma((double)f1.y, (double)w0[i].w, s);
+      s = fma((double)f2.x, (double)w1[i].x, s); s = fma((double)f2.y, (double)w1[i].y, s);
+      s = fma((double)f3.x, (double)w1[i].z, s); s = fma((double)f3.y, (double)w1[i].w, s);
+    }
   }
   return s;
 }

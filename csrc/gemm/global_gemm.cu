@@ -10,8 +10,9 @@
 // fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands
 // the tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's
 // ticket; in the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT
-// thresholds and reset what they read for the next call; a flagged row's single fault is located
-// with the weighted checksum, recomputed and rechecked: none of this is on the consumers' path.
+// thresholds and reset what they read for the next call. A flagged row's single fault is located
+// with the weighted checksum, recomputed and rechecked by the consumers once their tiles are done
+// (while the verifiers finish the CTA's last M-tiles): none of this is on the consumers' tile path.
 // Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
 // multicast the W half-tiles (args.cluster = 2). Where the tiles leave SMs idle, each tile's K is
 // split over consecutive units (args.split): the last split adds the others' fp32 partial tiles
@@ -57,16 +58,22 @@ struct FixJob {
 };
 // Corrections one CTA holds (a row past them is reported uncorrectable): single faults are rare.
 constexpr int FIX_CAP = 32;
+// The consumers' two warpgroups correct (named barrier 1); the verifier warps hand them the rows.
+constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERIFIER_WARPS = 3;
 
 struct Smem {
   uint64_t full[STAGES], empty[STAGES];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
   float wc[STAGES][WC_PITCH];    // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
   float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
-  FixJob fix[FIX_CAP];           // flagged rows, corrected by WG0 after its last tile
+  FixJob fix[FIX_CAP];           // flagged rows, corrected by the consumers after their last tile
+  int fix_ready[FIX_CAP];        // slot written (release: verifier warp, acquire: consumer thread 0)
   int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
+  int fix_done;                  // verifier warps past their loops (release adds)
+  int fix_next;                  // consumer thread 0 -> the others: the slot to correct next, or -1
   int last[2];                   // by tile parity: this CTA took the M-tile's last ticket
-  double red[6];                 // WG0's group sums (4) and located positions (2 x 2 ints)
+  int pos[FIX_WARPS];            // the correction's located positions, per warp
+  double red[FIX_WARPS];         // the correction's group sums, per warp
 };
 // The ring and shared memory of a BN-wide tile.
 template <int BN>
@@ -121,9 +128,9 @@ __device__ __forceinline__ int opaque_zero() {
 }
 
 // Diagnostic build only (-DFTG_FIX_STAMPS, benchmarks/correction_stamps.py): thread stamps of the
-// global timer, 8 doubles per CTA after the per-row diagnostics in Args.dbg: 0 start, 1 WG0's fix
-// list complete, 2 its corrections done, 3 rows corrected, 4 consumers' end, 5 verifiers' end,
-// 6 / 7 the last correction's weighted dot / located element's dot done.
+// global timer, 8 doubles per CTA after the per-row diagnostics in Args.dbg: 0 start, 1 the last
+// correction's start, 2 the corrections done, 3 rows corrected, 4 consumers' end (of their tiles),
+// 5 verifiers' end, 6 / 7 the last correction's weighted dot / located element's dot done.
 #ifdef FTG_FIX_STAMPS
 __device__ __forceinline__ void fix_stamp(const Args& a, int i, double v = -1.0) {
   if (a.dbg == nullptr) return;
@@ -290,20 +297,28 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
 
-// Sum over the 128 threads of WG0 (the correction group), result in every thread; named barrier 2.
+// Sum over the correction's FIX_THREADS threads, the same value in every thread (one order).
 __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
   v = warp_sum(v);
   if (idx % 32 == 0) red[idx / 32] = v;
-  named_bar_sync(2, 128);
-  const double s = (red[0] + red[1]) + (red[2] + red[3]);
-  named_bar_sync(2, 128);
+  named_bar_sync(FIX_BAR, FIX_THREADS);
+  double s = 0.0;
+#pragma unroll
+  for (int w = 0; w < FIX_WARPS; ++w) s += red[w];
+  named_bar_sync(FIX_BAR, FIX_THREADS);
   return s;
 }
 
-// Locate, correct and recheck one flagged row; the 128 threads of WG0 (idx) after their roles'
-// loops (rare path). True when the row passes its recheck after the correction.
+// Locate, correct and recheck one flagged row; the consumers' FIX_THREADS threads (idx) after
+// their last tile (rare path). The dots are batched: 2 chunks per thread in flight, one round trip
+// per 4096 of K (the located element's W row waits for the weighted dot's position). Wider
+// batches were slower: this code runs once per call from a cold instruction cache, ~60 ns per
+// 128-byte line, and 8 chunks per thread made it 3x longer.
+// True when the row passes its recheck after the correction.
 template <typename T>
-__device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) {
+__device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
+  constexpr int NB = 2;  // chunks per batch: the code runs cold once per call (NOTES_gemm.md, run 22)
+  double* red = sm.red;
   const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
   T* yrow = static_cast<T*>(a.y) + row * N;
   const T* xrow = static_cast<const T*>(a.x) + j.b * a.x_bstride + j.m * a.x_rstride;
@@ -313,7 +328,8 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
   if (isfinite(d1)) {
     // x . sum_n (n+1) W[n], the weighted check (in fp64: the ratio divides a difference of large sums)
     const float* wsum2 = a.wsum + (int64_t)j.b * 2 * K + K;
-    const double c2 = group_sum(part_dot_f64(xrow, wsum2, K, idx, 128), idx, red) + (a.bias ? a.bstats[1] : 0.0);
+    const double c2 =
+        group_sum(batched_dot_f64<T, NB>(xrow, wsum2, K, idx, FIX_THREADS), idx, red) + (a.bias ? a.bstats[1] : 0.0);
     if (idx == 0) fix_stamp(a, 6);
     const double ratio = (j.s2 - c2) / (double)d1;
     const double near = rint(ratio);
@@ -321,28 +337,29 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
   } else {  // a non-finite element: found by value when it is the only one
     double cnt = 0.0;
     int pos = -1;
-    for (int64_t n = idx; n < N; n += 128)
+    for (int64_t n = idx; n < N; n += FIX_THREADS)
       if (!isfinite(Elem<T>::to_f(__ldcg(yrow + n)))) { cnt += 1.0; pos = (int)n; }
 #pragma unroll
     for (int o = 16; o; o >>= 1) pos = max(pos, __shfl_xor_sync(0xffffffffu, pos, o));
-    if (idx % 32 == 0) reinterpret_cast<int*>(red + 4)[idx / 32] = pos;
-    if (group_sum(cnt, idx, red) == 1.0) {
-      const int* wp = reinterpret_cast<const int*>(red + 4);
-      p = max(max(wp[0], wp[1]), max(wp[2], wp[3]));
+    if (idx % 32 == 0) sm.pos[idx / 32] = pos;
+    if (group_sum(cnt, idx, red) == 1.0) {  // (its barriers publish pos[] too)
+#pragma unroll
+      for (int w = 0; w < FIX_WARPS; ++w) p = max(p, sm.pos[w]);
     }
   }
   bool ok = false;
   if (p >= 0) {
     // The stored element's load goes out with the dot's: one round trip for both, not two in turn.
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
-    const float t = (float)group_sum(part_dot(xrow, W + p * a.w_rstride, K, idx, 128), idx, red) + bias_at<T>(a, p);
+    const float t =
+        (float)group_sum(batched_dot<T, NB>(xrow, W + p * a.w_rstride, K, idx, FIX_THREADS), idx, red) + bias_at<T>(a, p);
     if (idx == 0) fix_stamp(a, 7);
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
       ok = !exceeds(d1 - (yold - t), j.thr + u * fabsf(yold));
     } else {  // non-finite sum or stored element: recheck the stored row with the correction in
       float sv = 0.f, sa = 0.f;
-      for (int64_t n = idx; n < N; n += 128) {
+      for (int64_t n = idx; n < N; n += FIX_THREADS) {
         const float v = (n == p) ? t : Elem<T>::to_f(__ldcg(yrow + n));
         sv += v; sa += fabsf(v);
       }
@@ -352,22 +369,57 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, double* red) 
     if (idx == 0) yrow[p] = Elem<T>::from_f(t);
   }
   if (!ok && a.policy == kRecompute) {  // the whole row, one element per warp at a time
-    for (int64_t n = idx / 32; n < N; n += 4) {
+    for (int64_t n = idx / 32; n < N; n += FIX_WARPS) {
       const float t = warp_dot(xrow, W + n * a.w_rstride, K, idx % 32) + bias_at<T>(a, n);
       if (idx % 32 == 0) yrow[n] = Elem<T>::from_f(t);
     }
   }
-  named_bar_sync(2, 128);  // the next row's sums may reuse red[] only once every thread read it
+  named_bar_sync(FIX_BAR, FIX_THREADS);  // the next row's sums may reuse red[] once every thread read it
   return ok;
+}
+
+// The consumers' thread 0: the next flagged slot f to correct, as soon as a verifier warp wrote it,
+// or -1 once every verifier warp is done and no row took slot f. Slots fill in order of their
+// atomic, not of their writes: slot f is waited for even if a later one is ready.
+__device__ int next_fix(Smem& sm, int f) {
+  if (f >= FIX_CAP) return -1;
+  while (true) {
+    const bool done = ld_acquire_cta(&sm.fix_done) == VERIFIER_WARPS;  // every slot written before
+    if (ld_acquire_cta(&sm.fix_ready[f])) return f;
+    if (done) return -1;
+    __nanosleep(128);
+  }
+}
+
+// The consumers (FIX_THREADS) correct the CTA's flagged rows after their last tile: rows of the
+// M-tiles verified earlier at once, while the verifier warps finish the last ones (a correction
+// waiting for the whole list was the kernel's tail: ~3 us plus ~1 us per 1000 of K at 128
+// threads, NOTES_gemm.md run 21). Telemetry: the corrected and the uncorrectable rows.
+template <typename T>
+__device__ void correct_flagged(const Args& a, Smem& sm, int ct) {
+  int ncorr = 0, nunc = 0;
+  for (int f = 0;; ++f) {
+    if (ct == 0) sm.fix_next = next_fix(sm, f);
+    named_bar_sync(FIX_BAR, FIX_THREADS);  // fix_next, and (acquired by thread 0) the slot's job
+    if (sm.fix_next < 0) break;  // (rewritten only after fixup_row's barriers: every thread read it)
+    if (ct == 0) fix_stamp(a, 1);
+    if (fixup_row<T>(a, sm.fix[f], ct, sm)) ++ncorr;
+    else ++nunc;
+  }
+  if (ct == 0) {
+    fix_stamp(a, 2);
+    fix_stamp(a, 3, (double)(ncorr + nunc));
+    if (ncorr + nunc) add_outcomes(a, 0, ncorr, nunc);
+  }
 }
 
 // Verify the rows of M-tile (b, mt) once every N-tile's sums are in (the verifier warps of the CTA
 // holding the last ticket: warp vw of the three takes the 32-row groups vw and vw + 3, so a row's
 // loads wait one round trip instead of four in turn: the last M-tiles' verification is the
 // kernel's tail); resets the rows' workspace for the next call. Flagged rows (policies that
-// correct) take a slot of the CTA's fix list, corrected after its last tile: inline here, the
-// correction's registers made ptxas spill the verifier's hot values. Rows past the list's room
-// are counted uncorrectable. Returns whether a row had non-finite inputs.
+// correct) take a slot of the CTA's fix list, corrected by the consumers (correct_flagged):
+// inline here, the correction's registers made ptxas spill the verifier's hot values. Rows past
+// the list's room are counted uncorrectable. Returns whether a row had non-finite inputs.
 template <typename T>
 __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int lane, int vw, Smem& sm) {
   const int64_t M = args.M, N = args.N, K = args.K;
@@ -407,8 +459,12 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
     ndet += __popc(__ballot_sync(0xffffffffu, flagged));
     if (fix && flagged) {
       const int slot = atomicAdd(&sm.nfix, 1);
-      if (slot < FIX_CAP) sm.fix[slot] = FixJob{s2, c1, d1, thr, b, (int)m};
-      else ++lost;
+      if (slot < FIX_CAP) {
+        sm.fix[slot] = FixJob{s2, c1, d1, thr, b, (int)m};
+        st_release_cta(&sm.fix_ready[slot], 1);
+      } else {
+        ++lost;
+      }
     }
   }
   lost = warp_sum(lost);
@@ -469,6 +525,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     sm.nfix = 0;
+    sm.fix_done = 0;
+    for (int f = 0; f < FIX_CAP; ++f) sm.fix_ready[f] = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
     tma_prefetch_desc(&tmB);
@@ -560,23 +618,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         ++seq;
       }
-      if (tid == 32) fix_stamp(args, 5);
-    }
-    if constexpr (PROTECT) {
-      // The whole warpgroup corrects the CTA's flagged rows once its roles are done: in the
-      // verifier's loop, the correction's registers made ptxas spill that loop's values (reloaded
-      // from L2 every tile); one warp alone made a correction several times slower.
+      // This warp's slots are written (its lanes' release stores, ordered before lane 0's add by
+      // the warp barrier): the consumers stop waiting for rows once all three warps are here.
       __syncwarp();
-      named_bar_sync(2, 128);  // the fix list is complete
-      if (tid == 0) fix_stamp(args, 1);
-      int ncorr = 0, nunc = 0;
-      const int nfix = (FTG_ABLATE & 8) ? 0 : min(sm.nfix, FIX_CAP);
-      for (int f = 0; f < nfix; ++f) {
-        if (fixup_row<T>(args, sm.fix[f], tid, sm.red)) ++ncorr;
-        else ++nunc;
-      }
-      if (tid == 0) { fix_stamp(args, 2); fix_stamp(args, 3, (double)nfix); }
-      if (tid == 0 && nfix) add_outcomes(args, 0, ncorr, nunc);
+      if (lane == 0) red_add_release_cta(&sm.fix_done, 1);
+      if (tid == 32) fix_stamp(args, 5);
     }
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
@@ -741,6 +787,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if (ct == 0) fix_stamp(args, 4);
+  if constexpr (PROTECT) {
+    if (!(FTG_ABLATE & 8)) correct_flagged<T>(args, sm, ct);
+  }
   }
   if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
