@@ -101,6 +101,11 @@ __device__ __forceinline__ int ld_acquire_gpu(const int* p) {
   return v;
 }
 
+// GPU-scope acquire-release fence: with a relaxed atomic after it, a release pattern (cumulative
+// over what a CTA barrier ordered before it); before reads after an atomic, an acquire pattern.
+// __threadfence() is fence.sc.gpu, stronger than a ticket hand-over needs.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 // A flag in shared memory handed between warps of the CTA that meet at no barrier: release store
 // (or add) by the writer, acquire load by the poller (CTA scope).
 __device__ __forceinline__ void st_release_cta(int* p, int v) {

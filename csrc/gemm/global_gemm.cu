@@ -598,7 +598,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (c.mt < g.tm_n) {  // (a cluster's spare tile past M has nothing to verify)
             // The barrier ordered the consumers' stores and atomics before this point (CTA scope);
             // this fence, cumulative over them, publishes them before the ticket (NOTES_gemm.md).
-            __threadfence();
+            fence_acq_rel_gpu();
             last = atomicAdd(ws.ticket() + c.b * g.tm_n + c.mt, 1) == g.tn_n - 1;
           }
           sm.last[seq & 1] = last;
@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         named_bar_sync(3, 96);
         if (warp == 1 && lane == 0) mbar_arrive(&sm.epi_empty);
         if (sm.last[seq & 1] && !(FTG_ABLATE & 1)) {
-          __threadfence();
+          fence_acq_rel_gpu();
           const bool invalid = named_bar_or(3, 96, verify_rows<T>(args, ws, c.b, c.mt, lane, warp - 1, sm));
           if (warp == 1 && lane == 0) {
             ws.ticket()[c.b * g.tm_n + c.mt] = 0;
