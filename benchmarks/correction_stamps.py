@@ -31,7 +31,8 @@ NST = 8  # stamps per CTA (global_gemm.cu, fix_stamp)
 def main() -> None:
     # FTG_STAMPS_FLAGS: more nvcc flags for a variant build (its own library name).
     extra = os.environ.get("FTG_STAMPS_FLAGS", "").split()
-    name = "ftcompile_gemm_sm90a_fixstamps" + "".join(f.strip("-").replace("=", "").replace("_", "") for f in extra)
+    name = "ftcompile_gemm_sm90a_fixstamps" + "".join(f.strip("-").replace("=", "").replace("_", "")
+                                                       for f in extra)
     path = cuda.build_library("gemm", name, extra_cuda_cflags=["-DFTG_FIX_STAMPS", *extra])
     os.environ["FTCOMPILE_GEMM_LIB"] = path  # cuda_gemm loads this build instead
     from ftcompile.ops import cuda_gemm
@@ -54,7 +55,8 @@ def main() -> None:
             inj = injection.Injection(FaultSpec(site="bench.fixstamps", stage="output", value=value))
             spans = []
             for rep in range(6):
-                r = int(torch.randint(0, m // 128, (1,), generator=g)) * 128 + int(torch.randint(0, 128 - nfaults, (1,), generator=g))
+                mt = int(torch.randint(0, m // 128, (1,), generator=g))
+                r = 128 * mt + int(torch.randint(0, 128 - nfaults, (1,), generator=g))
                 c = int(torch.randint(0, n, (1,), generator=g))
                 dbg = torch.full((3 * m + NST * ctas,), -1.0, dtype=torch.float64, device="cuda")
                 cuda_gemm.run("linear_global", x, w, b, site, protect=True, inject=False,

@@ -1,22 +1,21 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
-// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warps 1-3 verify,
-// and the whole warpgroup corrects the flagged rows after its loops (protected kernel). WG1/WG2
-// run m64nBNk16 wgmma on a 128xBN tile (BN = 256, or 192 where 256-wide tiles quantise badly on
-// the SMs: Args.bn); while their wgmmas run they also build the x-side of
+// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warps 1-3 verify
+// (protected kernel). WG1/WG2 run m64nBNk16 wgmma on a 128xBN tile (BN = 256, or 192 where 256-wide
+// tiles quantise badly on the SMs: Args.bn); while their wgmmas run they also build the x-side of
 // the check from the A tiles in shared memory on every T_N-th k-step of the tile (x . sum_n W[n],
 // sum x, max x, min x per row: no extra launch, no extra pass over x). The epilogue adds the bias
 // to the fp32 accumulators, folds the output row sums (plain and position-weighted) into per-row
-// fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands
-// the tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's
-// ticket; in the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT
-// thresholds and reset what they read for the next call. A flagged row's single fault is located
-// with the weighted checksum, recomputed and rechecked by the consumers once their tiles are done
-// (while the verifiers finish the CTA's last M-tiles): none of this is on the consumers' tile path.
-// Fault injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters
-// multicast the W half-tiles (args.cluster = 2). Where the tiles leave SMs idle, each tile's K is
-// split over consecutive units (args.split): the last split adds the others' fp32 partial tiles
-// (a self-cleaning workspace, args.part) and finishes the tile as above.
+// fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands the
+// tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's ticket; in
+// the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT thresholds
+// and reset what they read for the next call. A flagged row's single fault is located with the
+// weighted checksum, recomputed and rechecked by the consumers once their tiles are done (while the
+// verifiers finish the CTA's last M-tiles): none of this is on the consumers' tile path. Fault
+// injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters multicast
+// the W half-tiles (args.cluster = 2). Where the tiles leave SMs idle, each tile's K is split over
+// consecutive units (args.split): the last split adds the others' fp32 partial tiles (a
+// self-cleaning workspace, args.part) and finishes the tile as above.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -317,7 +316,7 @@ __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
 // True when the row passes its recheck after the correction.
 template <typename T>
 __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
-  constexpr int NB = 2;  // chunks per batch: the code runs cold once per call (NOTES_gemm.md, run 22)
+  constexpr int NB = 2;  // chunks per thread and batch (NOTES_gemm.md, run 22b)
   double* red = sm.red;
   const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
   T* yrow = static_cast<T*>(a.y) + row * N;
@@ -417,9 +416,9 @@ __device__ void correct_flagged(const Args& a, Smem& sm, int ct) {
 // holding the last ticket: warp vw of the three takes the 32-row groups vw and vw + 3, so a row's
 // loads wait one round trip instead of four in turn: the last M-tiles' verification is the
 // kernel's tail); resets the rows' workspace for the next call. Flagged rows (policies that
-// correct) take a slot of the CTA's fix list, corrected by the consumers (correct_flagged):
-// inline here, the correction's registers made ptxas spill the verifier's hot values. Rows past
-// the list's room are counted uncorrectable. Returns whether a row had non-finite inputs.
+// correct) take a slot of the CTA's fix list, corrected by the consumers (correct_flagged; in this
+// loop, the correction's registers made ptxas spill the verifier's hot values). Rows past the
+// list's room are counted uncorrectable. Returns whether a row had non-finite inputs.
 template <typename T>
 __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int lane, int vw, Smem& sm) {
   const int64_t M = args.M, N = args.N, K = args.K;
