@@ -62,27 +62,11 @@ struct Args {
 };
 
 // ---------------------------------------------------------------- row dot products (correction paths)
-// fp32 partial dot of a 16-bit row with a 16-bit row over k = k0 + 8*i (i = idx, idx + step, ...).
-template <typename T>
-__device__ __forceinline__ float part_dot(const T* a, const T* b, int64_t K, int idx, int step) {
-  float s = 0.f;
-#pragma unroll 4  // several loads in flight: a correction's dot product is latency-bound
-  for (int64_t k = 8 * (int64_t)idx; k < K; k += 8 * (int64_t)step) {
-    uint4 va = __ldg(reinterpret_cast<const uint4*>(a + k)), vb = __ldg(reinterpret_cast<const uint4*>(b + k));
-    const uint32_t* pa = &va.x; const uint32_t* pb = &vb.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 fa = Elem<T>::unpack(pa[i]), fb = Elem<T>::unpack(pb[i]);
-      s = fmaf(fa.x, fb.x, s); s = fmaf(fa.y, fb.y, s);
-    }
-  }
-  return s;
-}
-// Batched partial dots for a correction, whose time is latency: each thread loads NB chunks of 8
-// (k = k0 + 8 * (idx + step * i)) before it uses any, so a batch costs one round trip (the
-// unrolled loops above issue a load, then its FMA chain, at a tight register budget). Chunks
-// past K are neither loaded nor converted (fp64 conversions are slow: 16 per clock per SM).
-// fp32: two 16-bit rows.
+// Batched partial dots over k = k0 + 8 * (idx + step * i) for a correction, whose time is
+// latency: each thread loads NB chunks of 8 before it uses any, so a batch costs one round trip
+// (a plain unrolled loop, at a tight register budget, issued a load and then its FMA chain). The
+// products are summed in ascending k. Chunks past K are neither loaded nor converted (fp64
+// conversions are slow: 16 per clock per SM). fp32: two 16-bit rows.
 template <typename T, int NB>
 __device__ float batched_dot(const T* a, const T* b, int64_t K, int idx, int step) {
   float s = 0.f;
@@ -146,7 +130,7 @@ __device__ __forceinline__ V warp_sum(V v) {
 // fp32 dot of two 16-bit rows of length K by one warp.
 template <typename T>
 __device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
-  return warp_sum(part_dot(a, b, K, lane, 32));
+  return warp_sum(batched_dot<T, 4>(a, b, K, lane, 32));
 }
 
 // ---------------------------------------------------------------- packed 16-bit extrema
