@@ -4,14 +4,16 @@
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
+#                                                   [tilesmidm]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
-#    bench_gemm.py (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
+#    bench_gemm.py with its squares, the crossover's data (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
 #    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16,
 #    phases = where a streaming-kernel CTA's time goes, from a diagnostic build with timestamps;
 #    midm = the streaming against the ring kernel at M = 17-128; splitk = the global kernel's
-#    time by forced K split (benchmarks/split_sweep.py); tiles = its time at both tile widths
-#    (benchmarks/tile_sweep.py);
+#    time by forced K split (benchmarks/split_sweep.py); tiles = its time at every tile width
+#    (benchmarks/tile_sweep.py; tilesmidm: on the thread table's M = 32-256 Llama rows, beside the
+#    thread kernel);
 #    alone, it skips building the attention library)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -54,7 +56,7 @@ for part in $parts; do
             stamp "models rc=$?" ;;
     profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
              stamp "profile rc=$?" ;;
-    gemm) timeout 300 python3 benchmarks/bench_gemm.py --parts thread --out "$OUT" > "$OUT/gemm.log" 2>&1
+    gemm) timeout 300 python3 benchmarks/bench_gemm.py --parts thread,square --out "$OUT" > "$OUT/gemm.log" 2>&1
           stamp "gemm rc=$?" ;;
     gemmquick) timeout 120 python3 benchmarks/bench_gemm.py --parts thread --quick --out "$OUT" > "$OUT/gemm.log" 2>&1
                stamp "gemm quick rc=$?" ;;
@@ -70,8 +72,11 @@ for part in $parts; do
           stamp "midm rc=$?" ;;
     splitk) timeout 200 python3 benchmarks/split_sweep.py > "$OUT/split_sweep.txt" 2>&1
             stamp "splitk rc=$?" ;;
-    tiles) timeout 240 python3 benchmarks/tile_sweep.py > "$OUT/tile_sweep.txt" 2>&1
+    tiles) timeout 300 python3 benchmarks/tile_sweep.py --out "$OUT/tile_sweep.json" > "$OUT/tile_sweep.txt" 2>&1
            stamp "tiles rc=$?" ;;
+    tilesmidm) timeout 300 python3 benchmarks/tile_sweep.py --only-midm --out "$OUT/tile_sweep_midm.json" \
+                 > "$OUT/tile_sweep_midm.txt" 2>&1
+               stamp "tilesmidm rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
   esac
@@ -87,5 +92,6 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/midm.log" ] && grep -E "^[0-9]+x|Error|error" "$OUT/midm.log" | tail -50
 [ -f "$OUT/split_sweep.txt" ] && grep -E "^[0-9]+x" "$OUT/split_sweep.txt"
 [ -f "$OUT/tile_sweep.txt" ] && grep -E "^[0-9]+x|Error" "$OUT/tile_sweep.txt"
+[ -f "$OUT/tile_sweep_midm.txt" ] && grep -E "^[0-9]+x|Error" "$OUT/tile_sweep_midm.txt"
 [ -f "$OUT/phases.log" ] && grep -vE "^\s*$|Warning|warn" "$OUT/phases.log" | tail -40
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

@@ -1,24 +1,41 @@
-"""Global kernel: time per call at both tile widths (forced; each with its own automatic K split),
+"""Global kernel: time per call at every tile width (forced; each with its own automatic K split),
 unprotected and protected, against cuBLAS, on the global table's bf16 shapes (NOTES_gemm.md, run
-19). Usage: python3 benchmarks/tile_sweep.py"""
+19) and, with --midm, the thread table's M = 32-256 Llama rows, where the thread kernel's time is
+printed beside (run 23). Writes the rows as JSON to --out PATH (default
+benchmarks/results/gemm_tile_sweep.json).
+Usage: python3 benchmarks/tile_sweep.py [--midm] [--only-midm] [--out PATH]"""
+import json
 import sys
+from pathlib import Path
 
 import torch
 
 sys.path.insert(0, "benchmarks")
-from bench_gemm import GLOBAL_SHAPES, Runner, graph_times, make_sets  # noqa: E402
+from bench_gemm import GLOBAL_SHAPES, LLAMA7, LLAMA8, Runner, graph_times, make_sets  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
 
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 r = Runner()
-print("shape | auto (width, split) | cuBLAS us | off 256 | on 256 | off 192 | on 192 | on 192/256 | on/cuBLAS auto")
-for shape in GLOBAL_SHAPES:
+shapes = [] if "--only-midm" in sys.argv else list(GLOBAL_SHAPES)
+midm = [(m, n, k) for m in (32, 64, 128, 256) for k, n in dict.fromkeys(LLAMA7 + LLAMA8)]
+if "--midm" in sys.argv or "--only-midm" in sys.argv:
+    shapes += midm
+widths = cuda_gemm.GLOBAL_BNS
+cols = [f"{name}{bn}" for bn in widths for name in ("off", "on")]
+print("shape | auto (width, split) | cuBLAS us | " + " | ".join(cols) + " | thread on | best on | best/cuBLAS")
+rows = []
+for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
     auto = cuda_gemm.global_tile(*shape, 1, sms)
     calls = {"cublas": r.variant("cublas")}
-    calls.update({f"{name}{bn}": r.variant(name, "linear_global", bn=bn) for bn in (256, 192) for name in ("off", "on")})
+    calls.update({f"{name}{bn}": r.variant(name, "linear_global", bn=bn) for bn in widths for name in ("off", "on")})
+    if shape in midm:
+        calls["thread"] = r.variant("on", "linear_thread")
     t = {v: ms * 1e3 for v, ms in graph_times(calls, sets).items()}
-    on_auto = t[f"on{auto[0]}"]
+    best = min((v for v in t if v.startswith("on")), key=t.get)
+    rows.append({"shape": shape, "auto": auto, "us": t, "best": best})
     print(" | ".join(["x".join(map(str, shape)), str(auto), f"{t['cublas']:.1f}"]
-                     + [f"{t[v]:.1f}" for v in ("off256", "on256", "off192", "on192")]
-                     + [f"{t['on192'] / t['on256']:.3f}", f"{on_auto / t['cublas']:.3f}"]), flush=True)
+                     + [f"{t[v]:.1f}" for v in cols] + [f"{t['thread']:.1f}" if "thread" in t else "-", best,
+                                                        f"{t[best] / t['cublas']:.3f}"]), flush=True)
+out = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else "benchmarks/results/gemm_tile_sweep.json"
+Path(out).write_text(json.dumps(rows, indent=1))

@@ -1,11 +1,13 @@
-"""Plots of campaign results (matplotlib, Agg backend: no display needed). One function per figure;
-each takes the JSON-able dicts that ftcompile.campaign returns and writes one PNG."""
+"""Plots of campaign and benchmark results (matplotlib, Agg backend: no display needed). One function
+per figure; each takes the JSON-able dicts that ftcompile.campaign (or a benchmark script) returns and
+writes one PNG."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -206,4 +208,43 @@ def false_alarm_margins(results: Sequence[Dict], path, title: str = "") -> Path:
     alarms = sum(r["false_alarm_rows"] for r in rows)
     ax.set_title(title or f"Closest call per configuration of clean GEMMs (linear_global): "
                           f"{total} GEMMs, {alarms} false alarms")
+    return _save(fig, path)
+
+
+def crossover(cross: Sequence[Dict], path, cmr: float = 0.0, title: str = "") -> Path:
+    """Thread vs global scheme (the intensity-guided ABFT paper's Figure 12 shape): protected time
+    over cuBLAS's against arithmetic intensity, one panel per layer (N x K; squares M = N = K in
+    their own), from bench_gemm.py's "crossover" rows. ``cmr``: the device's compute-to-memory
+    ratio, drawn as the default selection's boundary."""
+    groups: Dict[str, List[Dict]] = {}
+    for c in cross:
+        key = "M = N = K" if c["M"] == c["N"] == c["K"] else f"N x K = {c['N']} x {c['K']}"
+        groups.setdefault(key, []).append(c)
+    cols = 3
+    rows = (len(groups) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, (key, pts) in zip(axes.flat, groups.items()):
+        pts = sorted(pts, key=lambda c: c["intensity"])
+        ai = [c["intensity"] for c in pts]
+        ax.plot(ai, [c["thread_over_cublas"] for c in pts], "o-", color="#1565c0", label="thread (one-sided)")
+        ax.plot(ai, [c["global_over_cublas"] for c in pts], "s-", color="#c62828", label="global")
+        for c in pts:
+            ax.annotate(str(c["M"]), (c["intensity"], min(c["thread_over_cublas"], c["global_over_cublas"])),
+                        textcoords="offset points", xytext=(0, -11), ha="center", fontsize=7, color="#555")
+        if cmr:
+            ax.axvline(cmr, color="k", ls="--", lw=1)
+        ax.axhline(1.0, color="#9e9e9e", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.set_title(key, fontsize=10)
+        ax.set_xlabel("arithmetic intensity (FLOP/B); labels: M")
+        ax.set_ylabel("protected / cuBLAS time")
+    for ax in list(axes.flat)[len(groups):]:
+        ax.axis("off")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title or "Thread vs global ABFT GEMM by arithmetic intensity" +
+                 (f" (dashed: CMR {cmr:.0f} FLOP/B)" if cmr else ""), fontsize=11)
     return _save(fig, path)

@@ -1,11 +1,11 @@
 """Campaigns (small versions of benchmarks/results/cpu_*): false alarms, detection by bit,
-outcome classification, the model campaign, the CLI and its plots."""
+outcome classification, the model campaign, the CLI and its plots, the GEMM crossover figure."""
 import json
 
 import pytest
 import torch
 
-from ftcompile import campaign
+from ftcompile import campaign, plots
 from ftcompile.abft import campaign_data as cd
 from ftcompile.abft.campaign_ops import run_fpr_campaign, run_op_campaign
 
@@ -104,6 +104,18 @@ def test_cli_writes_results_and_plots(tmp_path):
         assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     (tmp_path / "detect.md").unlink()
     assert tmp_path / "detect.md" in campaign.report(tmp_path)
+
+
+def test_crossover_plot(tmp_path):
+    """The thread vs global figure (issue 5) from bench_gemm.py's crossover rows: one panel per
+    layer and one for the squares."""
+    cross = [{"M": m, "N": n, "K": k, "intensity": m / 2, "thread_over_cublas": 1 + m / 64,
+              "global_over_cublas": 2.0, "winner": "thread" if m < 64 else "global"}
+             for n, k in ((4096, 4096), (768, 3072)) for m in (1, 16, 128)]
+    cross += [{"M": s, "N": s, "K": s, "intensity": s / 3, "thread_over_cublas": 1.5, "global_over_cublas": 1.2,
+               "winner": "global"} for s in (256, 1024)]
+    png = plots.crossover(cross, tmp_path / "cross.png", cmr=185.0)
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
 # --------------------------------------------------------------------------- long versions

@@ -101,7 +101,9 @@ def test_global_split_follows_the_sweep():
 
 def test_global_tile_width_follows_the_waves():
     """192-wide tiles where 256-wide ones leave a wave mostly idle (N a few tiles wide: the GPT-2
-    shapes of the global table), 256 where both fill their waves alike (NOTES_gemm.md run 19)."""
+    shapes of the global table), 256 where both fill their waves alike (NOTES_gemm.md run 19);
+    128-wide where few rows leave SMs idle even after split-K (runs 23a/d: the fastest width
+    there)."""
     narrow = [(8192, 2304, 768), (8192, 768, 3072), (4096, 2304, 768), (4096, 768, 768), (4096, 768, 3072)]
     wide = [(4096, 4096, 4096), (4096, 3072, 768), (2048, 4096, 4096), (2048, 11008, 4096), (2048, 4096, 11008),
             (2048, 14336, 4096), (2048, 2048, 2048), (8192, 8192, 8192)]
@@ -110,6 +112,14 @@ def test_global_tile_width_follows_the_waves():
     for m, n, k in wide:
         assert cuda_gemm.global_tile(m, n, k, 1, 132) == (256, 1), (m, n, k)
     assert cuda_gemm.global_tile(2048, 1024, 4096, 1, 132) == (256, 2)  # split-K keeps the wide tile
+    for m, n, k in [(1024, 1024, 1024), (32, 4096, 4096), (64, 4096, 11008), (128, 4096, 4096), (128, 4096, 14336)]:
+        assert cuda_gemm.global_tile(m, n, k, 1, 132)[0] == 128, (m, n, k)
+    assert cuda_gemm.global_tile(128, 4096, 4096, 1, 132) == (128, 4)  # 32 tiles x 4 splits: one wave
+    # few rows (<= 2 M-tiles): no margin, splits cost extra; the widest where more tiles would not
+    # fill more SMs (sweep of run 23d: each the fastest width)
+    assert cuda_gemm.global_tile(256, 4096, 4096, 1, 132) == (128, 2)
+    assert cuda_gemm.global_tile(256, 11008, 4096, 1, 132) == (192, 1)
+    assert cuda_gemm.global_tile(32, 11008, 4096, 1, 132) == (256, 3)
     assert cuda_gemm.global_split(4096, 768, 768, 1, 132, 192) == 1
 
 
@@ -562,9 +572,9 @@ def test_global_split_k(dtype, split):
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("bn", [256, 192])
+@pytest.mark.parametrize("bn", [256, 192, 128])
 def test_global_tile_widths(dtype, bn):
-    """Both tile widths, forced: within the 2x rule (N tails of both widths, batched weights, split
+    """Every tile width, forced: within the 2x rule (N tails of both widths, batched weights, split
     K), protected equal to unprotected, no false alarm; faults in the first, a middle and the last
     N-tile (the position weights carry the tile's offset) detected and corrected."""
     name = f"cu-width-{bn}-{dtype}"

@@ -55,7 +55,7 @@ struct Args {
   int32_t wm;                  // thread scheme: consumer warps across M (1, 2, 4); the rest split K
   int32_t warps;               // streaming thread kernel: warps per CTA (8, 16)
   int32_t pdl;                 // streaming thread and global kernels: programmatic dependent launch (0, 1)
-  int32_t bn;                  // global scheme: tile width, 256 or 192 (0 reads as 256)
+  int32_t bn;                  // global scheme: tile width, 256, 192 or 128 (0 reads as 256)
   int64_t part_tiles;          // global scheme, split > 1: tiles the split-K workspace holds
   void* part;                  // global scheme, split > 1: split-K workspace (flags zero between calls)
   Injection inj[kMaxInj];

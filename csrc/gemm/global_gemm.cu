@@ -1,21 +1,22 @@
 // Global ABFT linear y = x W^T + b for compute-bound shapes (Hopper: TMA + wgmma, persistent).
 //
-// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring; warps 1-3 verify
-// (protected kernel). WG1/WG2 run m64nBNk16 wgmma on a 128xBN tile (BN = 256, or 192 where 256-wide
-// tiles quantise badly on the SMs: Args.bn); while their wgmmas run they also build the x-side of
-// the check from the A tiles in shared memory on every T_N-th k-step of the tile (x . sum_n W[n],
-// sum x, max x, min x per row: no extra launch, no extra pass over x). The epilogue adds the bias
-// to the fp32 accumulators, folds the output row sums (plain and position-weighted) into per-row
-// fp64 workspace sums, rounds and stores (16-byte stores through a staging buffer), then hands the
-// tile to the verifier warps and goes on with the next tile. Warp 1 takes the M-tile's ticket; in
-// the CTA holding the last ticket of an M-tile, warps 1-3 verify its rows against V-ABFT thresholds
-// and reset what they read for the next call. A flagged row's single fault is located with the
-// weighted checksum, recomputed and rechecked by the consumers once their tiles are done (while the
-// verifiers finish the CTA's last M-tiles): none of this is on the consumers' tile path. Fault
-// injection (tests, benchmarks) is a build of its own (INJECT). Optional 2-CTA clusters multicast
-// the W half-tiles (args.cluster = 2). Where the tiles leave SMs idle, each tile's K is split over
-// consecutive units (args.split): the last split adds the others' fp32 partial tiles (a
-// self-cleaning workspace, args.part) and finishes the tile as above.
+// CTA = 3 warpgroups. WG0: warp 0 lane 0 issues TMA loads into a 4-stage ring (6 at BN = 128);
+// warps 1-3 verify (protected kernel). WG1/WG2 run m64nBNk16 wgmma on a 128xBN tile (BN = 256; 192
+// where 256-wide tiles quantise badly on the SMs; 128 where few rows leave SMs idle: Args.bn);
+// while their wgmmas run they also build the x-side of the check from the A tiles in shared memory
+// on every T_N-th k-step of the tile (x . sum_n W[n], sum x, max x, min x per row: no extra launch,
+// no extra pass over x). The epilogue adds the bias to the fp32 accumulators, folds the output row
+// sums (plain and position-weighted) into per-row fp64 workspace sums, rounds and stores (16-byte
+// stores through a staging buffer), then hands the tile to the verifier warps and goes on with the
+// next tile. Warp 1 takes the M-tile's ticket; in the CTA holding the last ticket of an M-tile,
+// warps 1-3 verify its rows against V-ABFT thresholds and reset what they read for the next call. A
+// flagged row's single fault is located with the weighted checksum, recomputed and rechecked by the
+// consumers once their tiles are done (while the verifiers finish the CTA's last M-tiles): none of
+// this is on the consumers' tile path. Fault injection (tests, benchmarks) is a build of its own
+// (INJECT). Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2). Where the tiles
+// leave SMs idle, each tile's K is split over consecutive units (args.split): the last split adds
+// the others' fp32 partial tiles (a self-cleaning workspace, args.part) and finishes the tile as
+// above.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -35,7 +36,7 @@
 namespace ftg {
 namespace glb {
 
-constexpr int BM = 128, BN_MAX = 256, BK = 64, STAGES = 4, THREADS = 384, GROUP_M = 8;
+constexpr int BM = 128, BN_MAX = 256, BK = 64, STAGES_MAX = 6, THREADS = 384, GROUP_M = 8;
 constexpr int A_BYTES = BM * BK * 2;
 // A stage's W sums in shared memory: k 0-31 at float 0, k 32-63 at float WC_HALF (144 B on: the
 // two halves of a row's statistics threads read them at the same time, and 128 B apart they fell
@@ -61,9 +62,9 @@ constexpr int FIX_CAP = 32;
 constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERIFIER_WARPS = 3;
 
 struct Smem {
-  uint64_t full[STAGES], empty[STAGES];
+  uint64_t full[STAGES_MAX], empty[STAGES_MAX];
   uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
-  float wc[STAGES][WC_PITCH];    // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
+  float wc[STAGES_MAX][WC_PITCH];  // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
   float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
   FixJob fix[FIX_CAP];           // flagged rows, corrected by the consumers after their last tile
   int fix_ready[FIX_CAP];        // slot written (release: verifier warp, acquire: consumer thread 0)
@@ -74,10 +75,14 @@ struct Smem {
   int pos[FIX_WARPS];            // the correction's located positions, per warp
   double red[FIX_WARPS];         // the correction's group sums, per warp
 };
-// The ring and shared memory of a BN-wide tile.
+// The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
+// calls: its smaller stages leave room for 6, so more loads are in flight per SM (NOTES_gemm.md
+// run 23); the wider tiles have room for 4.
 template <int BN>
 struct Tiles {
   static constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int STAGES = BN == 128 ? 6 : 4;
+  static_assert(STAGES <= STAGES_MAX, "Smem holds STAGES_MAX ring barriers");
   static constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
 };
 
@@ -218,8 +223,8 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
                                          int64_t K) {
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
-    const int slot = it % STAGES;
-    mbar_wait(&sm.full[slot], (it / STAGES) & 1);
+    const int slot = it % Tiles<BN>::STAGES;
+    mbar_wait(&sm.full[slot], (it / Tiles<BN>::STAGES) & 1);
     uint8_t* stage = base + slot * Tiles<BN>::STAGE_BYTES;
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
@@ -233,12 +238,12 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % STAGES, rank);
+    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % Tiles<BN>::STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % STAGES, rank);
+  if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % Tiles<BN>::STAGES, rank);
 }
 
 // A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
@@ -515,12 +520,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   using TL = Tiles<BN>;
-  uint8_t* staging = base + STAGES * TL::STAGE_BYTES;
+  uint8_t* staging = base + TL::STAGES * TL::STAGE_BYTES;
   Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
+    for (int s = 0; s < TL::STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     sm.nfix = 0;
@@ -556,8 +561,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           const TileCoord c = g.tile(t);
           int stats_ks = g.first_stats_ks(c);  // the consumers' statistics k-steps (mainloop)
           for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
-            const int slot = it % STAGES;
-            mbar_wait(&sm.empty[slot], ((it / STAGES) & 1) ^ 1);
+            const int slot = it % TL::STAGES;
+            mbar_wait(&sm.empty[slot], ((it / TL::STAGES) & 1) ^ 1);
             // The consumers' statistics k-steps of this tile also need sum_n W[n] over the step's k
             // (its two halves apart: WC_HALF; K % 8 == 0, so both copies are whole 16-byte units).
             uint32_t wc_bytes = 0;
@@ -825,12 +830,14 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->cluster != 1 && a->cluster != 2)) return FTG_ERR_ARGS;
   if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
   const int bn = a->bn ? a->bn : 256;
-  if (bn != 256 && bn != 192) return FTG_ERR_ARGS;
+  if (bn != 256 && bn != 192 && bn != 128) return FTG_ERR_ARGS;
   CUtensorMap ta, tb;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
       !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, bn / 2))
     return FTG_ERR_TMAP;
-  return bn == 256 ? glb::launch_width<256>(a, ta, tb) : glb::launch_width<192>(a, ta, tb);
+  return bn == 256 ? glb::launch_width<256>(a, ta, tb)
+         : bn == 192 ? glb::launch_width<192>(a, ta, tb)
+                     : glb::launch_width<128>(a, ta, tb);
 }
 
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.

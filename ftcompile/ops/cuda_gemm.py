@@ -24,7 +24,7 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     rows past that are counted uncorrectable, with no correction or recomputation.
   * global: where its tiles leave SMs idle, a tile's K is split over CTAs (:func:`global_split`)
     and the checked accumulator is the sum of their fp32 partials (another summation order).
-  * global: 128x256 tiles, or 128x192 where the wider ones quantise badly on the SMs
+  * global: 128x256 tiles, or 128x192 / 128x128 where the wider ones quantise badly on the SMs
     (:func:`global_tile`); at the same K split the width changes no output element, only the
     order in which the check sums the row.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
@@ -55,10 +55,15 @@ POLICY = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
 GLOBAL_BM = 128  # the global kernel's tile: 128 rows by GLOBAL_BNS[i] columns (global_tile)
-GLOBAL_BNS = (256, 192)
-# A 192-wide tile moves the A tile for fewer columns: it is taken only where its estimated cost
-# (waves x width x k-steps per unit) is below this share of the 256-wide one's (NOTES_gemm.md run 19).
-GLOBAL_NARROW_MARGIN = 0.92
+GLOBAL_BNS = (256, 192, 128)
+# Where the call has many rows (compute-bound), a narrower tile moves the A tile for fewer columns:
+# its estimated cost (waves x width x k-steps per unit) counts divided by its margin, so 192 is
+# taken only below 0.92 of the 256-wide cost and 128 below 0.83. With at most GLOBAL_FEW_MTILES
+# M-tiles (bandwidth-bound: W's bytes decide) no margin, but a split tile costs GLOBAL_SPLIT_KSTEPS
+# k-steps more (its partial's store and reload). NOTES_gemm.md runs 19 and 23: the constants that
+# reproduce the sweeps' fastest widths.
+GLOBAL_MARGINS = {256: 1.0, 192: 0.92, 128: 0.83}
+GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS = 2, 4
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
@@ -452,16 +457,22 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int
     """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
     times one unit's work (width x k-steps): 256-wide tiles quantise badly where N is a few of them
     (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
-    tiles). The narrower tile only where it beats the wider by the margin (NOTES_gemm.md run 19)."""
+    tiles), and where few rows leave SMs idle even after split-K (M <= 128 on 4096-wide layers: 16
+    tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
+    the wider ones by its margin (GLOBAL_MARGINS); few rows: no margin, a split counted
+    GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider."""
     nk = math.ceil(k / K_TILE)
+    few_rows = math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES
 
     def cost(bn):
         split = global_split(m, n, k, wb, num_sms, bn)
-        units = global_tiles(m, n, wb, bn) * split
-        return math.ceil(units / num_sms) * bn * math.ceil(nk / split), split
+        waves = math.ceil(global_tiles(m, n, wb, bn) * split / num_sms)
+        if few_rows:
+            return waves * bn * (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn, split
+        return waves * bn * math.ceil(nk / split) / GLOBAL_MARGINS[bn], -bn, split
 
-    (wide, wide_split), (narrow, narrow_split) = (cost(bn) for bn in GLOBAL_BNS)
-    return (192, narrow_split) if narrow < GLOBAL_NARROW_MARGIN * wide else (256, wide_split)
+    _, neg_bn, split = min(cost(bn) for bn in GLOBAL_BNS)
+    return -neg_bn, split
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -490,8 +501,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
-    launch; default PDL) the streaming and the global kernel; bn (256, 192) the global kernel's tile
-    width (default: global_tile's, with its split)."""
+    launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
+    tile width (default: global_tile's, with its split)."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
