@@ -19,11 +19,11 @@ print(plots.crossover(cross, out / "gemm_crossover.png", cmr,
 
 layers = {}
 for c in cross:
-    layers.setdefault("M = N = K" if c["M"] == c["N"] == c["K"] else f"{c['N']} x {c['K']}", []).append(c)
+    layers.setdefault(plots.crossover_layer(c), []).append(c)
 md = [f"# Thread vs global crossover on the {env['gpu']} (bf16, protected time / cuBLAS)", "",
       f"From `{src.name}` (benchmarks/bench_gemm.py, {env['timing']}); figure: gemm_crossover.png. "
       f"Measured CMR (cuBLAS 8192^3 over the copy bandwidth): {cmr:.0f} FLOP/B.", "",
-      "| layer (N x K) | first M where global is faster (intensity) | thread / cuBLAS there | global / cuBLAS there |",
+      "| layer | first M where global is faster (intensity) | thread / cuBLAS there | global / cuBLAS there |",
       "|---|---|---|---|"]
 for name, pts in layers.items():
     g = next((c for c in sorted(pts, key=lambda c: c["intensity"]) if c["winner"] == "global"), None)

@@ -211,6 +211,11 @@ def false_alarm_margins(results: Sequence[Dict], path, title: str = "") -> Path:
     return _save(fig, path)
 
 
+def crossover_layer(c: Dict) -> str:
+    """The panel (and table row group) of a crossover point: its layer N x K, or the squares."""
+    return "M = N = K" if c["M"] == c["N"] == c["K"] else f"N x K = {c['N']} x {c['K']}"
+
+
 def crossover(cross: Sequence[Dict], path, cmr: float = 0.0, title: str = "") -> Path:
     """Thread vs global scheme (the intensity-guided ABFT paper's Figure 12 shape): protected time
     over cuBLAS's against arithmetic intensity, one panel per layer (N x K; squares M = N = K in
@@ -218,8 +223,7 @@ def crossover(cross: Sequence[Dict], path, cmr: float = 0.0, title: str = "") ->
     ratio, drawn as the default selection's boundary."""
     groups: Dict[str, List[Dict]] = {}
     for c in cross:
-        key = "M = N = K" if c["M"] == c["N"] == c["K"] else f"N x K = {c['N']} x {c['K']}"
-        groups.setdefault(key, []).append(c)
+        groups.setdefault(crossover_layer(c), []).append(c)
     cols = 3
     rows = (len(groups) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)

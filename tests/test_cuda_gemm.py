@@ -574,7 +574,7 @@ def test_global_split_k(dtype, split):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bn", [256, 192, 128])
 def test_global_tile_widths(dtype, bn):
-    """Every tile width, forced: within the 2x rule (N tails of both widths, batched weights, split
+    """Every tile width, forced: within the 2x rule (N tails of every width, batched weights, split
     K), protected equal to unprotected, no false alarm; faults in the first, a middle and the last
     N-tile (the position weights carry the tile's offset) detected and corrected."""
     name = f"cu-width-{bn}-{dtype}"

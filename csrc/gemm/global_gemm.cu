@@ -63,17 +63,17 @@ constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERI
 
 struct Smem {
   uint64_t full[STAGES_MAX], empty[STAGES_MAX];
-  uint64_t epi_full, epi_empty;  // consumers -> verifier: a tile's sums and stores are out; taken
+  uint64_t epi_full, epi_empty;    // consumers -> verifier: a tile's sums and stores are out; taken
   float wc[STAGES_MAX][WC_PITCH];  // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
-  float bias[2][BN_MAX];         // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
-  FixJob fix[FIX_CAP];           // flagged rows, corrected by the consumers after their last tile
-  int fix_ready[FIX_CAP];        // slot written (release: verifier warp, acquire: consumer thread 0)
-  int nfix;                      // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
-  int fix_done;                  // verifier warps past their loops (release adds)
-  int fix_next;                  // consumer thread 0 -> the others: the slot to correct next, or -1
-  int last[2];                   // by tile parity: this CTA took the M-tile's last ticket
-  int pos[FIX_WARPS];            // the correction's located positions, per warp
-  double red[FIX_WARPS];         // the correction's group sums, per warp
+  float bias[2][BN_MAX];           // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
+  FixJob fix[FIX_CAP];             // flagged rows, corrected by the consumers after their last tile
+  int fix_ready[FIX_CAP];          // slot written (release: verifier warp, acquire: consumer thread 0)
+  int nfix;                        // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
+  int fix_done;                    // verifier warps past their loops (release adds)
+  int fix_next;                    // consumer thread 0 -> the others: the slot to correct next, or -1
+  int last[2];                     // by tile parity: this CTA took the M-tile's last ticket
+  int pos[FIX_WARPS];              // the correction's located positions, per warp
+  double red[FIX_WARPS];           // the correction's group sums, per warp
 };
 // The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
 // calls: its smaller stages leave room for 6, so more loads are in flight per SM (NOTES_gemm.md
@@ -221,11 +221,12 @@ template <typename T, bool PROTECT, int BN, bool CLUSTER>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
                                          int lane, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
                                          int64_t K) {
+  using TL = Tiles<BN>;
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
-    const int slot = it % Tiles<BN>::STAGES;
-    mbar_wait(&sm.full[slot], (it / Tiles<BN>::STAGES) & 1);
-    uint8_t* stage = base + slot * Tiles<BN>::STAGE_BYTES;
+    const int slot = it % TL::STAGES;
+    mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
+    uint8_t* stage = base + slot * TL::STAGE_BYTES;
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
@@ -238,12 +239,12 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % Tiles<BN>::STAGES, rank);
+    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % Tiles<BN>::STAGES, rank);
+  if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 
 // A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
