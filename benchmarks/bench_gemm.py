@@ -121,6 +121,7 @@ class Runner:
             return lambda x, w, b: F.linear(x, w, b)
         cluster = 2 if name.endswith("_mc") else None
         name = name[:-3] if name.endswith("_mc") else name
+        name, _, check = name.partition("@")  # "on@tiles": the global scheme with a forced check
         protect = name != "off"
 
         def call(x, w, b):
@@ -132,7 +133,8 @@ class Runner:
                 plan = [(self.inj if name == "fault" else self.noop, "output", r, c, -1)]
             return cuda_gemm.run(scheme, x, w, b, self.site, protect=protect, inject=False,
                                  split=split, mtile=mtile, nbox=nbox, stages=stages, wm=wm, plan=plan,
-                                 log=self.log, cluster=cluster, kernel=kernel, warps=warps, pdl=pdl, bn=bn)
+                                 log=self.log, cluster=cluster, kernel=kernel, warps=warps, pdl=pdl, bn=bn,
+                                 **({"check": check} if check else {}))
         return call
 
 
@@ -295,6 +297,8 @@ def main():
     gvars = [("cublas", None, "cublas", {}), ("off", "linear_global", "off", {}),
              ("on", "linear_global", "on", {}), ("noop", "linear_global", "noop", {}),
              ("fault", "linear_global", "fault", {})]
+    checks = [f"{v}@{c}" for c in ("rows", "tiles") for v in ("on", "noop", "fault")]
+    gvars += [(v, "linear_global", v, {}) for v in checks]
     if mc:
         gvars += [(f"{v}_mc", "linear_global", f"{v}_mc", {}) for v in ("off", "on", "noop", "fault")]
     glines = []
@@ -310,14 +314,16 @@ def main():
             cost = lambda a, b: f"{(r[a] / r[b] - 1) * 100:.1f}%" if r.get(a) and r.get(b) else "-"
             line = [f"{m}x{n}x{k}", str(dtype).split(".")[-1], f"{ai:.0f}", f(c), f(r.get("off")),
                     f(r.get("on")), q(r.get("off")), q(r.get("on")), cost("on", "off"), cost("fault", "noop"),
-                    cost("noop", "on")]
+                    cost("noop", "on"), q(r.get("on@rows")), q(r.get("on@tiles")), cost("on@rows", "off"),
+                    cost("on@tiles", "off"), cost("fault@rows", "noop@rows"), cost("fault@tiles", "noop@tiles")]
             if mc:
                 line += [f(r.get("on_mc")), q(r.get("off_mc")), q(r.get("on_mc")), cost("on_mc", "off_mc"),
                          cost("fault_mc", "noop_mc")]
             glines.append(line)
             print(" | ".join(line), flush=True)
     head = ["M×N×K", "dtype", "AI", "cuBLAS", "off", "on", "off/cuBLAS", "on/cuBLAS", "on vs off",
-            "fault cost", "injecting build"]
+            "fault cost", "injecting build", "rows/cuBLAS", "tiles/cuBLAS", "rows vs off", "tiles vs off",
+            "fault cost rows", "fault cost tiles"]
     if mc:
         head += ["on (mc)", "off/cuBLAS (mc)", "on/cuBLAS (mc)", "on vs off (mc)", "fault cost (mc)"]
     md.append(fmt_table("Global scheme vs cuBLAS (ms; mc = 2-CTA clusters with W multicast)", head, glines))

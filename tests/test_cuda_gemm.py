@@ -19,13 +19,16 @@ from conftest import site
 CUDA = torch.cuda.is_available()
 HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="needs a CUDA sm_90 GPU")
-OPS = {"global": torch.ops.ftcompile.linear_global, "thread": torch.ops.ftcompile.linear_thread,
-       "stream": torch.ops.ftcompile.linear_thread}
-SCHEME = {"global": "linear_global", "thread": "linear_thread", "stream": "linear_thread"}
+OPS = {"global": torch.ops.ftcompile.linear_global, "global-tiles": torch.ops.ftcompile.linear_global,
+       "thread": torch.ops.ftcompile.linear_thread, "stream": torch.ops.ftcompile.linear_thread}
+SCHEME = {"global": "linear_global", "global-tiles": "linear_global", "thread": "linear_thread",
+          "stream": "linear_thread"}
 # The thread scheme has two kernels; each test runs both on every shape: "thread" forces the
-# TMA-ring kernel, "stream" the streaming one (which auto picks for M <= 16 only).
+# TMA-ring kernel, "stream" the streaming one (which auto picks for M <= 16 only). The global
+# scheme has two checks: "global" forces the per-row one, "global-tiles" the tile-local one.
 THREAD_KERNEL = {"thread": "ring", "stream": "stream"}
-SCHEMES = ["global", "thread", "stream"]
+GLOBAL_CHECK = {"global": "rows", "global-tiles": "tiles"}
+SCHEMES = ["global", "global-tiles", "thread", "stream"]
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +37,8 @@ def _thread_kernel(request, monkeypatch):
     scheme = callspec.params.get("scheme") if callspec else None
     if scheme in THREAD_KERNEL:
         monkeypatch.setattr(cuda_gemm, "THREAD_KERNEL", THREAD_KERNEL[scheme])
+    if scheme in GLOBAL_CHECK:
+        monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", GLOBAL_CHECK[scheme])
 
 
 def _stats(name):
@@ -124,6 +129,16 @@ def test_global_tile_width_follows_the_waves():
 
 
 @pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
+def test_global_check_follows_the_measurements():
+    """The tile-local check where runs 24a-b measured it faster (one wave of tiles, K <= 3072),
+    the row check elsewhere (NOTES_gemm.md run 24)."""
+    tiles = [(4096, 768, 768), (1024, 1024, 1024), (4096, 768, 3072)]
+    rows = [(8192, 2304, 768), (4096, 4096, 4096), (8192, 768, 3072), (2048, 1024, 4096), (2048, 2048, 2048),
+            (4096, 3072, 768), (128, 4096, 4096), (1, 4096, 4096)]
+    assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in tiles] == ["tiles"] * 3
+    assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in rows] == ["rows"] * len(rows)
+
+
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
     nvcc = shutil.which("nvcc")
@@ -161,8 +176,8 @@ def test_kernel_matches_fp32_reference(scheme, dtype, shape):
     xs, n, k = shape
     name = f"cu-{scheme}-{dtype}-{n}"
     sid = site(name)
-    assert cuda_gemm.fallback_reason(SCHEME[scheme], torch.empty(1, k, device="cuda", dtype=dtype),
-                                     torch.empty(n, k, device="cuda", dtype=dtype)) is None
+    assert cuda_gemm.fallback_reason(SCHEME[scheme], torch.zeros(1, k, device="cuda", dtype=dtype),
+                                     torch.zeros(n, k, device="cuda", dtype=dtype)) is None
     x, w, b = _rand(*xs, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
     ref = F.linear(x.double(), w.double(), b.double())
     torch_err = (F.linear(x, w, b).double() - ref).abs().max()
@@ -396,9 +411,11 @@ def test_weight_checksums_follow_in_place_updates():
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_global_multicast_variant(dtype):
+@pytest.mark.parametrize("check", ["rows", "tiles"])
+def test_global_multicast_variant(dtype, check, monkeypatch):
     """The 2-CTA cluster variant (W half-tiles multicast) computes and checks the same thing."""
-    name = f"cu-mc-{dtype}"
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-mc-{dtype}-{check}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
     for m, n, k in [(300, 520, 264), (129, 1000, 4096), (8, 64, 64)]:  # odd M-tile counts too
@@ -541,12 +558,14 @@ def test_chained_launches_wait_for_their_input(kernel):
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("split", [2, 3, 5])
-def test_global_split_k(dtype, split):
+@pytest.mark.parametrize("check", ["rows", "tiles"])
+def test_global_split_k(dtype, split, check, monkeypatch):
     """K split over consecutive CTAs (the last one adds the others' partial tiles): within the 2x
     rule, protected equal to unprotected, no false alarm; accumulator faults in the first and the
     last split's k-steps and output faults detected and corrected (output = the fault-free one);
     the workspace flags reset (repeated calls, CUDA graph replay)."""
-    name = f"cu-splitk-{split}-{dtype}"
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-splitk-{split}-{dtype}-{check}"
     s = ftcompile.telemetry.site(site(name))
     torch.manual_seed(split)
     x, w, b = _rand(200, 1000, dtype=dtype), _rand(600, 1000, dtype=dtype, scale=1000 ** -0.5), _rand(600, dtype=dtype)
@@ -572,12 +591,14 @@ def test_global_split_k(dtype, split):
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("bn", [256, 192, 128])
-def test_global_tile_widths(dtype, bn):
-    """Every tile width, forced: within the 2x rule (N tails of every width, batched weights, split
-    K), protected equal to unprotected, no false alarm; faults in the first, a middle and the last
-    N-tile (the position weights carry the tile's offset) detected and corrected."""
-    name = f"cu-width-{bn}-{dtype}"
+@pytest.mark.parametrize("bn,check", [(256, "rows"), (192, "rows"), (128, "rows"), (192, "tiles"), (128, "tiles")])
+def test_global_tile_widths(dtype, bn, check, monkeypatch):
+    """Every tile width (and check), forced: within the 2x rule (N tails of every width, batched
+    weights, split K), protected equal to unprotected, no false alarm; faults in the first, a
+    middle and the last N-tile (the position weights carry the tile's offset) detected and
+    corrected."""
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-width-{bn}-{dtype}-{check}"
     s = ftcompile.telemetry.site(site(name))
     torch.manual_seed(bn)
     faults = 0
@@ -606,12 +627,48 @@ def test_global_rows_past_the_fix_list_are_uncorrectable():
     s = ftcompile.telemetry.site(site(name))
     torch.manual_seed(0)
     x, w = _rand(256, 512, dtype=torch.bfloat16), _rand(512, 512, dtype=torch.bfloat16, scale=512 ** -0.5)
-    cuda_gemm.run("linear_global", x, w, None, s)  # checksums cached for this weight
+    cuda_gemm.run("linear_global", x, w, None, s, check="rows")  # checksums cached for this weight
     assert _stats(name)["detected"] == 0
     w.data[:, 0] += 1.0
-    cuda_gemm.run("linear_global", x, w, None, s)
+    cuda_gemm.run("linear_global", x, w, None, s, check="rows")
     torch.cuda.synchronize()
     st = _stats(name)
     assert st["detected"] == 256
     assert st["corrected"] + st["uncorrectable"] == 256 and st["uncorrectable"] >= 2 * (128 - 32)
 
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_global_tile_check_corrects_one_fault_per_tile(dtype):
+    """The tile-local check groups a row by tile: two faults in one row, in different tiles, are
+    both corrected, as the reference with the same tile width counts them (per-row checks would
+    call them uncorrectable); two in one tile are uncorrectable, and "recompute" repairs them."""
+    name = f"cu-tilecheck-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(1)
+    x, w, b = _rand(70, 512, dtype=dtype), _rand(600, 512, dtype=dtype, scale=512 ** -0.5), _rand(600, dtype=dtype)
+    run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=192, check="tiles", **kw)
+    clean = run()
+    specs = (FaultSpec(site=name, stage="output", index=(5, 10), value=3.0),
+             FaultSpec(site=name, stage="accumulator", index=(5, 300), value=-2.0, k_step=3))
+    with inject(*specs):
+        y = run()
+    diff = (y.float() - clean.float()).abs()
+    assert bool((diff <= 2.0 ** -6 * clean.float().abs() + 1e-6).all()) and int((diff > 0).sum()) <= 2
+    st = _stats(name)
+    assert (st["detected"], st["corrected"], st["uncorrectable"]) == (2, 2, 0)
+    ref_site = site(name + "-ref")
+    with inject(*(FaultSpec(site=name + "-ref", stage=f.stage, index=f.index, value=f.value, k_step=f.k_step)
+                  for f in specs)):
+        _, out = gemm.linear_global(x.cpu().float(), w.cpu().float(), b.cpu().float(), site_name=name + "-ref",
+                                    site_id=ref_site, policy="correct", c_sigma=2.5, e_max_safety=2.0, tile_width=192)
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (2, 2, 0)
+    with inject(FaultSpec(site=name, stage="output", index=(9, 200), value=4.0, count=2)):
+        y = run()
+    st = _stats(name)
+    assert (st["detected"], st["corrected"], st["uncorrectable"]) == (3, 2, 1)
+    rs = ftcompile.telemetry.site(site(name + "-re", policy="recompute"))
+    with inject(FaultSpec(site=name + "-re", stage="output", index=(9, 200), value=4.0, count=2)):
+        y = cuda_gemm.run("linear_global", x, w, b, rs, bn=192, check="tiles")
+    assert bool(((y.float() - clean.float()).abs() <= 2.0 ** -6 * clean.float().abs() + 1e-6).all())

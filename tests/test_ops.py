@@ -283,3 +283,25 @@ def test_bad_arguments_raise_clearly():
         torch.ops.ftcompile.linear_global(torch.randn(2, 5), torch.randn(3, 4), None, sid)
     with pytest.raises(ValueError, match="not registered"):
         torch.ops.ftcompile.linear_global(torch.randn(2, 4), torch.randn(3, 4), None, 10 ** 6)
+
+
+def test_tile_checks_correct_one_fault_per_tile_of_a_row():
+    """The global scheme with one check per row and 64-wide column tile (the CUDA kernel's
+    tile-local check): no false alarm on clean calls; two faults in one row but different
+    tiles are both corrected; two in one tile are uncorrectable, as with whole-row checks."""
+    from ftcompile.abft import gemm
+    sid = site("tiles")
+    x, w, b = torch.randn(24, 256), torch.randn(200, 256) * 0.1, torch.randn(200)
+    run = lambda: gemm.linear_global(x, w, b, site_name="tiles", site_id=sid, policy="correct",
+                                     c_sigma=2.5, e_max_safety=2.0, tile_width=64)
+    clean, out = run()
+    assert int(out.detected) == 0
+    torch.testing.assert_close(clean, torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-4)
+    with inject(FaultSpec(site="tiles", stage="output", index=(5, 10), value=3.0),
+                FaultSpec(site="tiles", stage="output", index=(5, 80), value=-3.0)):
+        y, out = run()
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (2, 2, 0)
+    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    with inject(FaultSpec(site="tiles", stage="output", index=(5, 10), value=3.0, count=2)):
+        y, out = run()
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 0, 1)

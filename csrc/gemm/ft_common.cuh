@@ -58,6 +58,10 @@ struct Args {
   int32_t bn;                  // global scheme: tile width, 256, 192 or 128 (0 reads as 256)
   int64_t part_tiles;          // global scheme, split > 1: tiles the split-K workspace holds
   void* part;                  // global scheme, split > 1: split-K workspace (flags zero between calls)
+  int32_t local;               // global scheme: the tile-local check (192- or 128-wide tiles; else per row)
+  float lscale_inv;            // tile-local check: 1 / the power-of-two scale of the checksum rows
+  const void* lsum;            // tile-local check: [batch, 8 T_N, K] checksum rows, 8 per N-tile (x's type)
+  const float* btile;          // tile-local check with bias: [T_N, 2] the bias's tile sums (plain, weighted)
   Injection inj[kMaxInj];
 };
 

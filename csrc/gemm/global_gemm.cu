@@ -17,6 +17,17 @@
 // leave SMs idle, each tile's K is split over consecutive units (args.split): the last split adds
 // the others' fp32 partial tiles (a self-cleaning workspace, args.part) and finishes the tile as
 // above.
+//
+// Tile-local check (LOCAL, Args.local; 192- and 128-wide tiles): each tile checks itself, with no
+// workspace, ticket or verifier. W carries 8 checksum rows per N-tile (offline: the tile's column
+// sum and position-weighted sum, each split hi/mid/lo into three 16-bit rows for fp32 accuracy,
+// and a row of ones), loaded right behind the tile's W rows, so one m64n(BN+8)k16 wgmma per k16
+// computes the tile and x . checksums (+4.2 % / +6.3 % tensor work) on fp32 accumulators. The
+// consumers take max / min of their x rows from the A tiles on every k-step (ALU, free beside the
+// wgmmas: NOTES_gemm.md run 18a). The epilogue compares each row's output sum over the tile with
+// its checksum against the V-ABFT threshold of BN terms, before nothing else: a flagged row is
+// located by the weighted sum, its element recomputed, rechecked and stored by its warp right
+// after the tile's store (NOTES_gemm.md, run 24).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -74,13 +85,17 @@ struct Smem {
   int last[2];                     // by tile parity: this CTA took the M-tile's last ticket
   int pos[FIX_WARPS];              // the correction's located positions, per warp
   double red[FIX_WARPS];           // the correction's group sums, per warp
+  float xr[2][2][BM];              // tile-local check: [tile parity][max, min][row] of x over K
+  int bad;                         // tile-local check: a row with non-finite inputs (reported once per CTA)
 };
 // The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
 // calls: its smaller stages leave room for 6, so more loads are in flight per SM (NOTES_gemm.md
 // run 23); the wider tiles have room for 4.
-template <int BN>
+template <int BN, bool LOCAL = false>
 struct Tiles {
-  static constexpr int B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  // LOCAL: the tile's 8 checksum rows of W right behind its BN rows (one B operand of BN + 8 rows).
+  static constexpr int B_BYTES = BN * BK * 2, CS_BYTES = LOCAL ? 8 * BK * 2 : 0;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + CS_BYTES, NW = LOCAL ? BN + 8 : BN;
   static constexpr int STAGES = BN == 128 ? 6 : 4;
   static_assert(STAGES <= STAGES_MAX, "Smem holds STAGES_MAX ring barriers");
   static constexpr size_t SMEM_BYTES = 1024 + (size_t)STAGES * STAGE_BYTES + 8 * STG_WARP + sizeof(Smem);
@@ -108,7 +123,7 @@ struct Ws {  // the arrays, from the base and the row capacity
 // partials of its first splits - 1 splits, BN / 8 float4 x 256 consumer threads each (slots of the
 // 256-wide tile's size at both widths).
 struct SplitWs {
-  static constexpr int64_t SLOT_F4 = BN_MAX / 8 * 256;  // float4s of one partial tile
+  static constexpr int64_t SLOT_F4 = BN_MAX / 8 * 256;  // float4s of one partial tile (x's range fits: BN + 8 <= 256)
   // ints before the slots: the flags, rounded up to 16 bytes
   __host__ __device__ static constexpr int64_t flag_ints(int64_t tiles) { return (tiles + 3) & ~3ll; }
   __host__ __device__ static constexpr int64_t bytes(int64_t tiles, int64_t splits) {
@@ -214,14 +229,45 @@ struct XStats {
   }
 };
 
+// x-side of the tile-local check: max and min of one row of x over the tile's K (thread (row,
+// half) as in XStats, on every k-step; sum x and the dots come from the checksum columns).
+template <typename T>
+struct XRange {
+  uint32_t mx, mn;  // packed pairs
+  int row, half;
+
+  __device__ void reset() { mx = kNegInf2<T>; mn = kPosInf2<T>; }
+  __device__ __forceinline__ void step(uint32_t a_tile, int64_t k0, int64_t K) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ch = 4 * half + j;
+      const bool in_k = k0 + ch * 8 < K;  // past K (zero fill): a real chunk of the row again
+      const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
+      mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
+      mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
+    }
+  }
+  // Another split's range of the same row (split K).
+  __device__ void fold(uint32_t omx, uint32_t omn) { mx = hmax2<T>(mx, omx); mn = hmin2<T>(mn, omn); }
+  // The row's max and min (both halves joined) into xr[max / min][row], for the epilogue's threads.
+  __device__ void publish(float (*xr)[BM]) {
+    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
+    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
+    if (half == 0) { xr[0][row] = x; xr[1][row] = n; }
+  }
+};
+
 // The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
-// not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
-template <typename T, bool PROTECT, int BN, bool CLUSTER>
+// not a modulo: the integer division sat between the stage's arrival and the wgmma issue). LOCAL:
+// the wgmma covers the tile's checksum rows too, and x's range is taken on every k-step.
+template <typename T, bool PROTECT, int BN, bool CLUSTER, bool LOCAL>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
-                                         int lane, uint32_t rank, XStats<T>& xs, int stats_ks, int tn_n,
-                                         int64_t K) {
-  using TL = Tiles<BN>;
+                                         int lane, uint32_t rank, XStats<T>& xs, XRange<T>& xrg, int stats_ks,
+                                         int tn_n, int64_t K) {
+  using TL = Tiles<BN, LOCAL>;
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % TL::STAGES;
@@ -230,9 +276,11 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
-    if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
+    if constexpr (PROTECT && LOCAL) {
+      xrg.step(smem_u32(stage), (int64_t)ks * BK, K);
+    } else if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
         stats_ks += tn_n;
@@ -383,6 +431,60 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
   return ok;
 }
 
+// Tile-local check: one flagged row of a tile, by its warp (every lane, the same arguments) right
+// after the tile's store (rare path, out of line: its registers stay off the consumers' loop).
+// The fault is located by the weighted sum (or, where the sum is not finite, as the tile row's
+// only non-finite stored element), the element recomputed and rechecked against what was stored
+// (allowing the stored value's rounding: its fp32 value is gone), then stored. True when
+// corrected; under policy recompute an uncorrectable tile row is recomputed whole.
+template <typename T>
+__device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64_t n0, int cols, float c1, float s2,
+                                          float c2, float d1, float thr, int lane) {
+  const int64_t N = a.N, K = a.K;
+  T* yrow = static_cast<T*>(a.y) + ((int64_t)b * a.M + m) * N + n0;
+  const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
+  const T* W = static_cast<const T*>(a.w) + b * a.w_bstride + n0 * a.w_rstride;
+  const float u = Elem<T>::kUnitRoundoff;
+  int p = -1;
+  if (isfinite(d1)) {
+    const float ratio = (s2 - c2) / d1 * (float)W_DEN;  // p + 1 for a single fault
+    const float near = rintf(ratio);
+    if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)cols) p = (int)near - 1;
+  } else {
+    int cnt = 0, pos = -1;
+    for (int c = lane; c < cols; c += 32)
+      if (!isfinite(Elem<T>::to_f(__ldcg(yrow + c)))) { ++cnt; pos = c; }
+    cnt = warp_sum(cnt);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) pos = max(pos, __shfl_xor_sync(0xffffffffu, pos, o));
+    if (cnt == 1) p = pos;
+  }
+  bool ok = false;
+  if (p >= 0) {
+    const float yold = Elem<T>::to_f(__ldcg(yrow + p));
+    const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, n0 + p);
+    if (isfinite(d1) && isfinite(yold)) {
+      ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
+    } else {  // recheck the stored tile row with the correction in
+      float sv = 0.f, sa = 0.f;
+      for (int c = lane; c < cols; c += 32) {
+        const float v = c == p ? t : Elem<T>::to_f(__ldcg(yrow + c));
+        sv += v; sa += fabsf(v);
+      }
+      sv = warp_sum(sv); sa = warp_sum(sa);
+      ok = !exceeds(sv - c1, thr + u * sa);
+    }
+    if (ok && lane == 0) yrow[p] = Elem<T>::from_f(t);
+  }
+  if (!ok && a.policy == kRecompute) {
+    for (int c = 0; c < cols; ++c) {
+      const float t = warp_dot(xrow, W + c * a.w_rstride, K, lane) + bias_at<T>(a, n0 + c);
+      if (lane == 0) yrow[c] = Elem<T>::from_f(t);
+    }
+  }
+  return ok;
+}
+
 // The consumers' thread 0: the next flagged slot f to correct, as soon as a verifier warp wrote it,
 // or -1 once every verifier warp is done and no row took slot f. Slots fill in order of their
 // atomic, not of their writes: slot f is waited for even if a later one is ready.
@@ -478,6 +580,77 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
 }
 
 
+// Tile-local check of one warp's 16 rows of a tile, after its store: each row's output sum over
+// the tile (s1, and s2 weighted by position / W_DEN, quad-reduced) against the checksum columns
+// (cs: the last n8 block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
+// (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
+// weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range. Flagged
+// rows are corrected by the warp (fix_tile_row), counted by lane 0; rows with non-finite inputs
+// mark the CTA (sm.bad).
+template <typename T, int BN>
+__device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (*xr)[BM], Smem& sm,
+                                                const TileCoord& c, int64_t M, int64_t K, int tn_n, int64_t row_w,
+                                                int lane, int lrow_w, float s1a, float s1b, float s2a, float s2b,
+                                                float2 btile, int wfin) {
+  const int q = lane % 4;
+  float c1a = q == 0 ? cs[0] + cs[1] : (q == 1 ? cs[0] : 0.f), c1b = q == 0 ? cs[2] + cs[3] : (q == 1 ? cs[2] : 0.f);
+  float c2a = q == 1 ? cs[1] : (q == 2 ? cs[0] + cs[1] : 0.f), c2b = q == 1 ? cs[3] : (q == 2 ? cs[2] + cs[3] : 0.f);
+  float sxa = q == 3 ? cs[0] : 0.f, sxb = q == 3 ? cs[2] : 0.f;
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    c1a += __shfl_xor_sync(0xffffffffu, c1a, o); c1b += __shfl_xor_sync(0xffffffffu, c1b, o);
+    c2a += __shfl_xor_sync(0xffffffffu, c2a, o); c2b += __shfl_xor_sync(0xffffffffu, c2b, o);
+    sxa += __shfl_xor_sync(0xffffffffu, sxa, o); sxb += __shfl_xor_sync(0xffffffffu, sxb, o);
+  }
+  const float* wst = args.wstats + 3 * c.b;
+  const float bias_thr = args.bias ? args.e * (float)args.bstats[2] : 0.f;
+  const int64_t n0 = (int64_t)c.nt * BN;
+  // one row: its check (c1, c2 scaled back, the bias's tile sums in), threshold and verdict
+  auto row_check = [&](int h, float s1, float& c1, float& c2, float sx, float& d1, float& thr) {
+    const int lr = lrow_w + lane / 4 + 8 * h;
+    c1 = fmaf(c1, args.lscale_inv, btile.x);
+    c2 = fmaf(c2, args.lscale_inv, btile.y);
+    const float mu = sx / (float)K, mx = xr[0][lr], mn = xr[1][lr];
+    const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
+    thr = vabft_threshold(mu, var, (float)BN, wst, args.e, args.c_sigma) + bias_thr;
+    d1 = s1 - c1;
+    const int64_t m = row_w + lane / 4 + 8 * h;
+    const bool valid = isfinite(sx) && isfinite(c1) && wfin;
+    if (m < M && !valid) sm.bad = 1;
+    if (args.dbg && q == 0 && m < M) {
+      double* d = args.dbg + 3 * (((int64_t)c.b * M + m) * tn_n + c.nt);
+      d[0] = s1; d[1] = c1; d[2] = valid ? thr : -1.0;
+    }
+    return m < M && valid && exceeds(d1, thr);
+  };
+  float d1a, d1b, ta, tb;
+  const bool fa = row_check(0, s1a, c1a, c2a, sxa, d1a, ta);
+  const bool fb = row_check(1, s1b, c1b, c2b, sxb, d1b, tb);
+  const unsigned flag_a = __ballot_sync(0xffffffffu, fa && q == 0), flag_b = __ballot_sync(0xffffffffu, fb && q == 0);
+  if (!(flag_a | flag_b)) return;
+  // Rare: correct the warp's flagged rows one after another (the stored tile is visible to the
+  // warp: __syncwarp after the stores).
+  const int ndet = __popc(flag_a) + __popc(flag_b), cols = (int)min((int64_t)BN, args.N - n0);
+  int ncorr = 0, nunc = 0;
+  if (args.policy == kCorrect || args.policy == kRecompute) {
+#pragma unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const float c1 = h ? c1b : c1a, s2 = h ? s2b : s2a, c2 = h ? c2b : c2a, d1 = h ? d1b : d1a, thr = h ? tb : ta;
+#pragma unroll 1
+      for (unsigned f = h ? flag_b : flag_a; f; f &= f - 1) {
+        const int src = __ffs(f) - 1;
+        const int64_t m = row_w + src / 4 + 8 * h;
+        const bool ok = fix_tile_row<T>(args, c.b, m, n0, cols, __shfl_sync(0xffffffffu, c1, src),
+                                        __shfl_sync(0xffffffffu, s2, src),
+                                        __shfl_sync(0xffffffffu, c2, src), __shfl_sync(0xffffffffu, d1, src),
+                                        __shfl_sync(0xffffffffu, thr, src), lane);
+        ok ? ++ncorr : ++nunc;
+      }
+    }
+  }
+  if (lane == 0) add_outcomes(args, ndet, ncorr, nunc);
+}
+
 // Fault injection into the finished tile (no wgmma in flight: ptxas keeps the pipeline async).
 // "output" faults hit the final fp32 value. An accumulator fault "after k-step t" changes the
 // final value by corrupt(v_t) - v_t, v_t = the partial sum over the first 64(t+1) k (recomputed
@@ -514,13 +687,14 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   }
 }
 
-template <typename T, bool PROTECT, bool INJECT, int BN>
+template <typename T, bool PROTECT, bool INJECT, int BN, bool LOCAL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-                       const __grid_constant__ Args args) {
+                       const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
+  static_assert(!LOCAL || (PROTECT && BN + 8 <= 256), "the tile-local check: protected, BN + 8 <= 256");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  using TL = Tiles<BN>;
+  using TL = Tiles<BN, LOCAL>;
   uint8_t* staging = base + TL::STAGES * TL::STAGE_BYTES;
   Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);
 
@@ -531,6 +705,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     sm.nfix = 0;
     sm.fix_done = 0;
+    sm.bad = 0;
     for (int f = 0; f < FIX_CAP; ++f) sm.fix_ready[f] = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
@@ -567,7 +742,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             // The consumers' statistics k-steps of this tile also need sum_n W[n] over the step's k
             // (its two halves apart: WC_HALF; K % 8 == 0, so both copies are whole 16-byte units).
             uint32_t wc_bytes = 0;
-            if (PROTECT && ks == stats_ks) {
+            if (PROTECT && !LOCAL && ks == stats_ks) {
               wc_bytes = 4u * (uint32_t)(g.K - ks * BK < BK ? g.K - ks * BK : BK);
               stats_ks += g.tn_n;
             }
@@ -588,10 +763,12 @@ __global__ void __launch_bounds__(THREADS, 1)
               tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
               tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
             }
+            // the tile's checksum rows, right behind its W rows (each CTA of a cluster its own copy)
+            if constexpr (LOCAL) tma_load_3d(st + A_BYTES + TL::B_BYTES, &tmC, &sm.full[slot], ks * BK, c.nt * 8, c.b);
           }
         }
       }
-    } else if (PROTECT) {  // ------------------------------------------- verifiers (warps 1-3)
+    } else if (PROTECT && !LOCAL) {  // ---------------------------------- verifiers (warps 1-3)
       const Ws ws(args.ws, args.ws_rows);
       int seq = 0;
       for (int t = g.cid; t < g.total; t += g.ncl) {
@@ -636,10 +813,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
   const int wgc = warp / 4 - 1, wi = warp % 4, ct = ctid - 128;
   uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
-  float acc[BN / 2];
+  float acc[TL::NW / 2];
   XStats<T> xs;
-  xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
-  xs.half = ct & 1;
+  XRange<T> xrg;
+  xs.row = xrg.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
+  xs.half = xrg.half = ct & 1;
   int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
   // This thread's x statistics of unit c into the workspace, where the unit took some.
   auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
@@ -651,14 +829,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     // Fresh accumulators: ends the previous tile's live range (wgmma's "+f" operands would
     // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
-    for (int r = 0; r < BN / 2; ++r) acc[r] = 0.f;
-    if constexpr (PROTECT) xs.reset();
+    for (int r = 0; r < TL::NW / 2; ++r) acc[r] = 0.f;
+    if constexpr (PROTECT && LOCAL) xrg.reset();
+    else if constexpr (PROTECT) xs.reset();
     // This tile's bias, one column per consumer thread (those past BN: unused), loaded now, used a
     // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
+    // Tile-local check: the bias's tile sums and whether W is finite, loaded now for the epilogue.
+    float2 btile = make_float2(0.f, 0.f);
+    int wfin = 1;
+    if constexpr (LOCAL) {
+      if (args.btile) btile = __ldg(reinterpret_cast<const float2*>(args.btile) + (int64_t)c.nt);
+      wfin = __ldg(args.wfinite);
+    }
     const int stats_ks = g.first_stats_ks(c);
-    if (g.cl > 1) mainloop<T, PROTECT, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
-    else mainloop<T, PROTECT, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
+    if (g.cl > 1) mainloop<T, PROTECT, BN, true, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
+    else mainloop<T, PROTECT, BN, false, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
@@ -669,9 +855,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (c.s < g.splits - 1) {
         float4* dst = sw.slot(c.id, c.s);
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
+        for (int i = 0; i < TL::NW / 8; ++i)
           __stcg(dst + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-        if constexpr (PROTECT) flush_stats(c, stats_ks, Ws(args.ws, args.ws_rows + opaque_zero()));
+        if constexpr (PROTECT && LOCAL)  // x's range over this split's K, after the checksum columns
+          __stcg(dst + TL::NW / 8 * 256 + ct, make_float4(__uint_as_float(xrg.mx), __uint_as_float(xrg.mn), 0.f, 0.f));
+        else if constexpr (PROTECT) flush_stats(c, stats_ks, Ws(args.ws, args.ws_rows + opaque_zero()));
         named_bar_sync(1, 256);  // every consumer's partial and statistics are out (CTA scope)
         if (ct == 0) {
           __threadfence();  // cumulative over them (as the verifier's ticket)
@@ -687,13 +875,21 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int sp = 0; sp < g.splits - 1; ++sp) {
         const float4* src = sw.slot(c.id, sp);
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
+        for (int i = 0; i < TL::NW / 8; ++i) {
           const float4 v = __ldcg(src + i * 256 + ct);
           acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
+        }
+        if constexpr (PROTECT && LOCAL) {
+          const float4 v = __ldcg(src + TL::NW / 8 * 256 + ct);
+          xrg.fold(__float_as_uint(v.x), __float_as_uint(v.y));
         }
       }
     }
     ++seq;
+    if constexpr (PROTECT && LOCAL) {  // x's range per row, for the epilogue's threads (by tile parity)
+      xrg.publish(sm.xr[seq & 1]);
+      named_bar_sync(4 + wgc, 128);
+    }
 
     // ---------------------------------------------------------- epilogue
     const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
@@ -764,15 +960,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     if constexpr (!PROTECT) continue;
     else {
-      // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
-      // out of the tile loop (loop-invariant) they were spilled across the mainloop and their
-      // reloads went to L2 (the carve-out leaves L1 little room) on every tile.
-      const Ws ws(args.ws, args.ws_rows + opaque_zero());
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
         s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
       }
+      if constexpr (LOCAL) {
+        check_tile_rows<T, BN>(args, acc + BN / 2, sm.xr[seq & 1], sm, c, g.M, g.K, g.tn_n, row_w, lane, wgc * 64 + wi * 16,
+                               s1a, s1b, s2a, s2b, btile, wfin);
+        continue;
+      }
+      // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
+      // out of the tile loop (loop-invariant) they were spilled across the mainloop and their
+      // reloads went to L2 (the carve-out leaves L1 little room) on every tile.
+      const Ws ws(args.ws, args.ws_rows + opaque_zero());
       if (lane % 4 == 0 && !(FTG_ABLATE & 4)) {
         const double off = (double)c.nt * BN;  // global weight = off + local weight
         if (r_lo < g.M) {
@@ -792,35 +993,43 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if (ct == 0) fix_stamp(args, 4);
-  if constexpr (PROTECT) {
+  if constexpr (PROTECT && LOCAL) {  // non-finite inputs: once per call, each CTA reporting once
+    named_bar_sync(1, 256);
+    if (ct == 0) count_nonfinite_once(args, sm.bad != 0, (int)gridDim.x, Ws(args.ws, args.ws_rows).reports());
+  } else if constexpr (PROTECT) {
     if (!(FTG_ABLATE & 8)) correct_flagged<T>(args, sm, ct);
   }
   }
   if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
 
-template <typename T, bool PROTECT, bool INJECT, int BN>
-int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
-  constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT, BN>;
-  constexpr size_t SMEM_BYTES = Tiles<BN>::SMEM_BYTES;
+template <typename T, bool PROTECT, bool INJECT, int BN, bool LOCAL = false>
+int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
+  constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT, BN, LOCAL>;
+  constexpr size_t SMEM_BYTES = Tiles<BN, LOCAL>::SMEM_BYTES;
+  static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   if (cudaError_t e = sm90::allow_smem<kern>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
   const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN) * a->split;  // cluster units
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
-  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, *a);
+  return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, tc,
+                      *a);
 }
 
-// The build (plain, protected, protected with injection) and element type of a call, at width BN.
-template <int BN>
-int launch_width(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb) {
+// The build (plain, protected, protected with injection; the protection's check per row or per
+// tile) and element type of a call, at width BN.
+template <typename T, int BN>
+int launch_type(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
   const bool prot = a->protect != 0, inj = prot && a->n_inj > 0;
-  if (a->dtype == 0)
-    return !prot ? launch<__nv_bfloat16, false, false, BN>(a, ta, tb)
-           : inj ? launch<__nv_bfloat16, true, true, BN>(a, ta, tb)
-                 : launch<__nv_bfloat16, true, false, BN>(a, ta, tb);
-  return !prot ? launch<__half, false, false, BN>(a, ta, tb)
-         : inj ? launch<__half, true, true, BN>(a, ta, tb)
-               : launch<__half, true, false, BN>(a, ta, tb);
+  if (!prot) return launch<T, false, false, BN>(a, ta, tb, tc);
+  if constexpr (BN + 8 <= 256) {
+    if (a->local) return inj ? launch<T, true, true, BN, true>(a, ta, tb, tc) : launch<T, true, false, BN, true>(a, ta, tb, tc);
+  }
+  return inj ? launch<T, true, true, BN>(a, ta, tb, tc) : launch<T, true, false, BN>(a, ta, tb, tc);
+}
+template <int BN>
+int launch_width(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
+  return a->dtype == 0 ? launch_type<__nv_bfloat16, BN>(a, ta, tb, tc) : launch_type<__half, BN>(a, ta, tb, tc);
 }
 
 }  // namespace glb
@@ -832,13 +1041,21 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
   const int bn = a->bn ? a->bn : 256;
   if (bn != 256 && bn != 192 && bn != 128) return FTG_ERR_ARGS;
-  CUtensorMap ta, tb;
+  const bool local = a->protect && a->local;  // the tile-local check: 192 or 128 wide, its checksum rows
+  if (local && (bn == 256 || !a->lsum)) return FTG_ERR_ARGS;
+  CUtensorMap ta, tb, tc;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
       !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, bn / 2))
     return FTG_ERR_TMAP;
-  return bn == 256 ? glb::launch_width<256>(a, ta, tb)
-         : bn == 192 ? glb::launch_width<192>(a, ta, tb)
-                     : glb::launch_width<128>(a, ta, tb);
+  if (local) {  // [batch, 8 T_N, K]: 8 checksum rows per N-tile
+    const int64_t rows = 8 * (int64_t)ftg::cdiv(a->N, bn);
+    if (!make_tmap(&tc, a->lsum, a->batch, rows, a->K, a->K, rows * a->K, 8)) return FTG_ERR_TMAP;
+  } else {
+    tc = tb;  // unread
+  }
+  return bn == 256 ? glb::launch_width<256>(a, ta, tb, tc)
+         : bn == 192 ? glb::launch_width<192>(a, ta, tb, tc)
+                     : glb::launch_width<128>(a, ta, tb, tc);
 }
 
 // Bytes of the global scheme's workspace for `rows` output rows in `mtiles` 128-row tiles.

@@ -3,7 +3,9 @@
 global  offline checksums of W (plain and position-weighted sums over its N rows, computed once
         per weight and cached) give the expected row sums of y from one extra GEMV per row;
         the output summation is compared on fp32 accumulators (bias included) against a
-        V-ABFT threshold per row.
+        V-ABFT threshold per row. With ``tile_width`` (the CUDA kernel's tile-local check) the
+        same per row and tile_width-wide column tile: checksums per N-tile, a threshold of
+        tile_width terms.
 thread  one-sided thread-level ABFT: the checksums of W are built online, per 64-column tile, as
         strided tensor checksums (elements n, n+8, ..., n+56 of the tile: the registers one thread
         holds in the MMA layout), so each (row, tile, lane) group of 8 outputs is checked.
@@ -245,8 +247,11 @@ def _e(x: torch.Tensor, n: int, k: int, e_max_safety: float) -> float:
 
 
 def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
-                  c_sigma: float, e_max_safety: float, static_weight: bool = True
-                  ) -> Tuple[torch.Tensor, Outcome]:
+                  c_sigma: float, e_max_safety: float, static_weight: bool = True,
+                  tile_width: Optional[int] = None) -> Tuple[torch.Tensor, Outcome]:
+    if tile_width is not None:
+        return _linear_global_tiles(x, weight, bias, site_name, site_id, policy, c_sigma,
+                                    e_max_safety, static_weight, tile_width)
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
     xf = x3.float()
@@ -265,6 +270,38 @@ def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     valid = row_finite & enc.finite
     outcome = _finish(acc, lambda a: a[:, :, None, :], lambda g, p: p, checks[:, :, None, :],
                       threshold[:, :, None], valid, x3, w3, bias, policy, e)
+    outcome.nonfinite_inputs = (~valid).any().long()
+    return _output(acc, x, n), outcome
+
+
+def _linear_global_tiles(x, weight, bias, site_name, site_id, policy, c_sigma, e_max_safety,
+                         static_weight, tw: int) -> Tuple[torch.Tensor, Outcome]:
+    """linear_global with one check per row and tw-wide column tile (its own checksums)."""
+    x3, w3, row_finite = _prepare(x, weight)
+    wb, n, k = w3.shape
+    tiles = math.ceil(n / tw)
+    xf, wf = x3.float(), w3.float()
+    w_tiles = torch.nn.functional.pad(wf.double(), (0, 0, 0, tiles * tw - n)).view(wb, tiles, tw, k)
+    enc = checksum.encode(w_tiles).float()  # [WB, T, 2, K]
+    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
+    acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
+    checks = torch.einsum("bmk,btck->bmtc", xf, enc)  # [WB, M, T, 2]
+    if bias is not None:
+        b_tiles = torch.nn.functional.pad(bias.double(), (0, tiles * tw - n)).view(tiles, tw, 1)
+        checks = checks + checksum.encode(b_tiles).squeeze(-1).float()
+    mu_a, var_a = extrema_variance(xf, -1)
+    stats, w_finite = weight_stats(weight, cache=static_weight)
+    e = _e(x, tw, k, e_max_safety)
+    threshold = vabft_from_stats(mu_a, var_a, tw, stats, e, c_sigma)
+    if bias is not None:
+        threshold = threshold + e * bias.float().abs().sum()
+
+    def group_view(a: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(a, (0, tiles * tw - n)).view(wb, -1, tiles, tw)
+
+    valid = row_finite & w_finite
+    outcome = _finish(acc, group_view, lambda g, p: g * tw + p, checks,
+                      threshold[..., None].expand(-1, -1, tiles), valid, x3, w3, bias, policy, e)
     outcome.nonfinite_inputs = (~valid).any().long()
     return _output(acc, x, n), outcome
 

@@ -64,6 +64,15 @@ GLOBAL_BNS = (256, 192, 128)
 # reproduce the sweeps' fastest widths.
 GLOBAL_MARGINS = {256: 1.0, 192: 0.92, 128: 0.83}
 GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS = 2, 4
+# The global scheme's check (NOTES_gemm.md run 24): "rows" checks each output row over all of N
+# against x . sum_n W[n], verified by the CTA that finishes the row's last tile (a workspace,
+# tickets, x statistics on the consumers' ALU); "tiles" checks each row of each 192- or 128-wide
+# tile in registers against checksum columns the tile's own wgmma computes (8 checksum rows of W
+# per N-tile, TILE_CHECK_ROWS): no cross-CTA work, +8 columns of tensor work. "auto": global_check.
+GLOBAL_CHECK = os.environ.get("FTCOMPILE_GLOBAL_CHECK", "auto")
+TILE_CHECK_BNS = (192, 128)  # its widths: the wgmma is n200 / n136 with the checksum columns
+TILE_CHECK_ROWS = 8  # per N-tile: sum and weighted sum of its W rows, each hi/mid/lo; ones; zeros
+W_DEN = 256  # the weighted sums weigh tile column c by (c + 1) / W_DEN (global_gemm.cu)
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
@@ -118,6 +127,8 @@ class _Args(ctypes.Structure):
                 ("cluster", ctypes.c_int32), ("wm", ctypes.c_int32), ("warps", ctypes.c_int32),
                 ("pdl", ctypes.c_int32), ("bn", ctypes.c_int32),
                 ("part_tiles", ctypes.c_int64), ("part", ctypes.c_void_p),
+                ("local", ctypes.c_int32), ("lscale_inv", ctypes.c_float),
+                ("lsum", ctypes.c_void_p), ("btile", ctypes.c_void_p),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -161,6 +172,48 @@ def lib():
 # the graph, whose scratch buffers a compiled graph may rewrite without bumping _version.
 _wcache = {"linear_global": gemm.DerivedCache(), "linear_thread": gemm.DerivedCache()}
 _bcache, _ccache, _mcache = gemm.DerivedCache(), gemm.DerivedCache(), gemm.DerivedCache()
+_tcache = {bn: (gemm.DerivedCache(), gemm.DerivedCache()) for bn in TILE_CHECK_BNS}  # (W rows, bias sums)
+
+
+def _split3(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """v (fp64) as three 16-bit parts hi + mid + lo: ~24 bits, what the fp32 accumulators keep."""
+    hi = v.to(dtype)
+    r = v - hi.double()
+    mid = r.to(dtype)
+    return torch.stack([hi, mid, (r - mid.double()).to(dtype)], -2)
+
+
+def _tile_checksums(weight: torch.Tensor, bn: int, cache: bool = True) -> Tuple[torch.Tensor, float]:
+    """(rows [WB, 8 T_N, K] in W's dtype, 1 / scale) of the tile-local check: per bn-wide N-tile,
+    the sum of its W rows and their sum weighted by (c + 1) / W_DEN, each scaled by a power of two
+    (max |sum| in [1, 2): fp16's exponent range) and split hi/mid/lo, a row of ones (sum x) and a
+    zero row. One host sync per weight version (the scale)."""
+    def make(w):
+        w3 = _batched(w).double()
+        wb, n, k = w3.shape
+        tiles = math.ceil(n / bn)
+        wt = F.pad(w3, (0, 0, 0, tiles * bn - n)).view(wb, tiles, bn, k)
+        pos = torch.arange(1, bn + 1, dtype=torch.float64, device=w.device) / W_DEN
+        sums = torch.stack([wt.sum(2), (wt * pos[:, None]).sum(2)], 2)  # [WB, T, 2, K]
+        top = float(sums.abs().max()) if sums.numel() else 0.0
+        scale = 2.0 ** -math.floor(math.log2(top)) if math.isfinite(top) and top > 0 else 1.0
+        parts = _split3(sums * scale, w.dtype).reshape(wb, tiles, 6, k)
+        extra = torch.zeros(wb, tiles, 2, k, dtype=w.dtype, device=w.device)
+        extra[:, :, 0] = 1
+        return torch.cat([parts, extra], 2).reshape(wb, tiles * TILE_CHECK_ROWS, k).contiguous(), 1.0 / scale
+    return _tcache[bn][0].get(weight, make, cache)
+
+
+def _bias_tile_sums(bias: torch.Tensor, bn: int, cache: bool = True) -> torch.Tensor:
+    """fp32 [T_N, 2]: per bn-wide N-tile, the sum of the bias and its sum weighted as the tile's
+    columns are (the tile-local check's bias terms)."""
+    def make(b):
+        n = b.numel()
+        tiles = math.ceil(n / bn)
+        bt = F.pad(b.double(), (0, tiles * bn - n)).view(tiles, bn)
+        pos = torch.arange(1, bn + 1, dtype=torch.float64, device=b.device) / W_DEN
+        return torch.stack([bt.sum(1), (bt * pos).sum(1)], 1).float().contiguous()
+    return _tcache[bn][1].get(bias, make, cache)
 
 
 def _weight_enc(weight: torch.Tensor, scheme: str, cache: bool = True):
@@ -453,14 +506,16 @@ def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -
 
 
 @functools.lru_cache(maxsize=4096)
-def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int]:
+def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
+                widths: Tuple[int, ...] = GLOBAL_BNS) -> Tuple[int, int]:
     """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
     times one unit's work (width x k-steps): 256-wide tiles quantise badly where N is a few of them
     (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
     tiles), and where few rows leave SMs idle even after split-K (M <= 128 on 4096-wide layers: 16
     tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
     the wider ones by its margin (GLOBAL_MARGINS); few rows: no margin, a split counted
-    GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider."""
+    GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
+    tile-local check has 192 and 128)."""
     nk = math.ceil(k / K_TILE)
     few_rows = math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES
 
@@ -471,8 +526,20 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int) -> Tuple[int, int
             return waves * bn * (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn, split
         return waves * bn * math.ceil(nk / split) / GLOBAL_MARGINS[bn], -bn, split
 
-    _, neg_bn, split = min(cost(bn) for bn in GLOBAL_BNS)
+    _, neg_bn, split = min(cost(bn) for bn in widths)
     return -neg_bn, split
+
+
+def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
+    """The global scheme's check where GLOBAL_CHECK is "auto" (see GLOBAL_CHECK). Runs 24a-b
+    (NOTES_gemm.md): the tile-local check is faster only where the row check's cross-CTA tail is
+    most of the protection, calls of one wave of tiles with K <= 3072 (4096x768x768: 1.56 -> 1.30
+    x cuBLAS, 1024^3: 2.33 -> 2.10, 4096x768x3072 equal); with more waves or longer K its wider
+    wgmma (n200 / n136 cost about n224 / n160) and narrower tiles lose (4096^3 +37 %)."""
+    if math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES or k > 3072:
+        return "rows"
+    bn, split = global_tile(m, n, k, wb, num_sms, TILE_CHECK_BNS)
+    return "tiles" if global_tiles(m, n, wb, bn) * split <= num_sms else "rows"
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -490,7 +557,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         stages: Optional[int] = None, wm: Optional[int] = None, plan: Optional[list] = None,
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
         cluster: Optional[int] = None, kernel: Optional[str] = None,
-        warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None) -> torch.Tensor:
+        warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None,
+        check: Optional[str] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -502,7 +570,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
     launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
-    tile width (default: global_tile's, with its split)."""
+    tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
+    GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3])."""
     thread = scheme == "linear_thread"
     w3 = _kernel_weight(weight, site.static_weight)
     wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
@@ -572,9 +641,17 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
     else:
-        a.bn = bn or global_tile(m, n, k, wb, a.num_sms)[0]
-        if a.bn not in GLOBAL_BNS:
-            raise ValueError(f"ftcompile: global kernel tile width {a.bn} (one of {GLOBAL_BNS})")
+        check = check or GLOBAL_CHECK
+        if check not in ("auto", "rows", "tiles"):
+            raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
+        if check == "auto":
+            check = "rows" if bn == 256 else global_check(m, n, k, wb, a.num_sms)
+        a.local = int(protect and check == "tiles")
+        widths = TILE_CHECK_BNS if a.local else GLOBAL_BNS
+        a.bn = bn or global_tile(m, n, k, wb, a.num_sms, widths)[0]
+        if a.bn not in widths:
+            raise ValueError(f"ftcompile: global kernel tile width {a.bn} with the {check} check "
+                             f"(one of {widths})")
         a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms, a.bn), math.ceil(k / K_TILE)))
         if a.split > 1:
             tiles = global_tiles(m, n, wb, a.bn, a.cluster)
@@ -590,8 +667,17 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if ws is not None:
         keep.append(ws)
         a.ws = ws.data_ptr()
-    if protect:
-        a.e = kernel_e(x3, thread, n, k, site.e_max_safety, chains if thread else 1)
+    if protect and a.local:  # the tile-local check's rows of W (and the bias's tile sums)
+        lsum, a.lscale_inv = _tile_checksums(w3 if k != weight.shape[-1] else weight, a.bn,
+                                             site.static_weight)
+        keep.append(lsum)
+        a.lsum = lsum.data_ptr()
+        if bias is not None:
+            bt = _bias_tile_sums(bias, a.bn, site.static_weight)
+            keep.append(bt)
+            a.btile = bt.data_ptr()
+    if protect:  # the threshold's terms: a tile's columns with the tile-local check
+        a.e = kernel_e(x3, thread, a.bn if a.local else n, k, site.e_max_safety, chains if thread else 1)
     fn = lib().ft_gemm_stream if stream else lib().ft_gemm_thread if thread else lib().ft_gemm_global
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:
