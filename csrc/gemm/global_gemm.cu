@@ -25,7 +25,7 @@
 // computes the tile and x . checksums (+4.2 % / +6.3 % tensor work) on fp32 accumulators. The
 // consumers take max / min of their x rows from the A tiles on every k-step (ALU, free beside the
 // wgmmas: NOTES_gemm.md run 18a). The epilogue compares each row's output sum over the tile with
-// its checksum against the V-ABFT threshold of BN terms, before nothing else: a flagged row is
+// its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is
 // located by the weighted sum, its element recomputed, rechecked and stored by its warp right
 // after the tile's store (NOTES_gemm.md, run 24).
 #include <type_traits>

@@ -27,6 +27,8 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
   * global: 128x256 tiles, or 128x192 / 128x128 where the wider ones quantise badly on the SMs
     (:func:`global_tile`); at the same K split the width changes no output element, only the
     order in which the check sums the row.
+  * global, check "tiles" (:func:`global_check`): one check per row and 192- / 128-wide tile, as
+    the reference's ``tile_width`` (two faults in one row but different tiles are both corrected).
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
