@@ -49,12 +49,12 @@ def _rand(*shape, dtype, scale=1.0, shift=0.0, gen=None):
     return (torch.randn(*shape, generator=gen) * scale + shift).to("cuda", dtype)
 
 
-def _assert_same_but_corrected(y, clean, dtype):
-    """The corrected output equals the fault-free run; the recomputed element may differ by one
-    rounding of its fp32 value (a different summation order)."""
+def _assert_same_but_corrected(y, clean, dtype, recomputed=1):
+    """The corrected output equals the fault-free run; the recomputed elements (at most
+    `recomputed`) may differ by one rounding of their fp32 values (a different summation order)."""
     diff = (y.float() - clean.float()).abs()
     ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
-    assert int((diff > 0).sum()) <= 1
+    assert int((diff > 0).sum()) <= recomputed
     assert bool((diff <= ulp * clean.float().abs() + 1e-6).all())
 
 
@@ -128,7 +128,6 @@ def test_global_tile_width_follows_the_waves():
     assert cuda_gemm.global_split(4096, 768, 768, 1, 132, 192) == 1
 
 
-@pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
 def test_global_check_follows_the_measurements():
     """The tile-local check where runs 24a-b measured it faster (one wave of tiles, K <= 3072),
     the row check elsewhere (NOTES_gemm.md run 24)."""
@@ -139,6 +138,7 @@ def test_global_check_follows_the_measurements():
     assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in rows] == ["rows"] * len(rows)
 
 
+@pytest.mark.timeout(300)  # compiles every GEMM kernel: over a minute on the GPU machine
 def test_argument_block_matches_ctypes_mirror(tmp_path):
     """Compile the kernels with nvcc (no GPU needed) and compare sizeof(Args) with ctypes."""
     nvcc = shutil.which("nvcc")
@@ -654,8 +654,7 @@ def test_global_tile_check_corrects_one_fault_per_tile(dtype):
              FaultSpec(site=name, stage="accumulator", index=(5, 300), value=-2.0, k_step=3))
     with inject(*specs):
         y = run()
-    diff = (y.float() - clean.float()).abs()
-    assert bool((diff <= 2.0 ** -6 * clean.float().abs() + 1e-6).all()) and int((diff > 0).sum()) <= 2
+    _assert_same_but_corrected(y, clean, dtype, recomputed=2)
     st = _stats(name)
     assert (st["detected"], st["corrected"], st["uncorrectable"]) == (2, 2, 0)
     ref_site = site(name + "-ref")
@@ -671,4 +670,4 @@ def test_global_tile_check_corrects_one_fault_per_tile(dtype):
     rs = ftcompile.telemetry.site(site(name + "-re", policy="recompute"))
     with inject(FaultSpec(site=name + "-re", stage="output", index=(9, 200), value=4.0, count=2)):
         y = cuda_gemm.run("linear_global", x, w, b, rs, bn=192, check="tiles")
-    assert bool(((y.float() - clean.float()).abs() <= 2.0 ** -6 * clean.float().abs() + 1e-6).all())
+    _assert_same_but_corrected(y, clean, dtype, recomputed=192)  # the tile row, recomputed

@@ -172,31 +172,68 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) 
   if constexpr (CLUSTER) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
 }
 
-// x-side of the check for one row of a tile, built by the consumers from the A tiles in shared
-// memory while their wgmmas run (the warps would only wait otherwise): sum x, max x, min x for the
-// V-ABFT threshold and x . sum_n W[n] (the check). Thread (row, half) covers 4 of the 8 16-byte
-// chunks of a k-step; the statistics k-steps of a tile are every T_N-th one from its N-tile index,
-// so the T_N tiles of an M-tile cover K once between them. (x . sum_n (n+1) W[n], which locates a
-// fault, is taken by the correction itself: in this loop it doubled the statistics' shared-memory
-// reads, the port a statistics k-step overfills: NOTES_gemm.md, run 20.)
+// Max and min of one row of x over K, from the A tiles in shared memory while the wgmmas run:
+// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step. The tile-local check takes it on
+// every k-step (sum x and the dots come from its checksum columns); XStats adds the row check's sums.
 template <typename T>
-struct XStats {
-  float sum, dot;
+struct XRange {
   uint32_t mx, mn;  // packed pairs
   int row, half;    // row of the 128-row tile, which 4 chunks
 
-  __device__ void reset() { sum = 0.f; dot = 0.f; mx = kNegInf2<T>; mn = kPosInf2<T>; }
-  __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
+  __device__ void reset() { mx = kNegInf2<T>; mn = kPosInf2<T>; }
+  // Chunk ch of this row's k-step; past K (zero fill) a real chunk of the row instead, without a
+  // branch (a branch here makes ptxas serialise the wgmmas in flight, C7518): callers drop its sums.
+  // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
+  __device__ __forceinline__ uint4 chunk(uint32_t a_tile, int ch, bool in_k) const {
+    return lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
+  }
+  __device__ __forceinline__ void add(const uint4& v) {
+    mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
+    mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
+  }
+  __device__ __forceinline__ void step(uint32_t a_tile, int64_t k0, int64_t K) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int ch = 4 * half + j;
-      // Past K (zero fill) read a real chunk of the row instead, without a branch (a branch here
-      // makes ptxas serialise the wgmmas in flight, C7518); its sum and dot are dropped below
-      // (selects: the W sums past K are whatever the slot held).
+      add(chunk(a_tile, ch, k0 + ch * 8 < K));
+    }
+  }
+  // Another split's range of the same row (split K).
+  __device__ void fold(uint32_t omx, uint32_t omn) { mx = hmax2<T>(mx, omx); mn = hmin2<T>(mn, omn); }
+  // The row's max and min, both halves (lanes 2i, 2i+1) joined.
+  __device__ void joined(float& x, float& n) const {
+    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
+    x = fmaxf(a.x, a.y); n = fminf(b.x, b.y);
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
+  }
+  // ... into xr[max / min][row], for the epilogue's threads (the tile-local check).
+  __device__ void publish(float (*xr)[BM]) const {
+    float x, n;
+    joined(x, n);
+    if (half == 0) { xr[0][row] = x; xr[1][row] = n; }
+  }
+};
+
+// x-side of the row check for one row of a tile: sum x, max x, min x for the V-ABFT threshold and
+// x . sum_n W[n] (the check), built while the wgmmas run (the warps would only wait otherwise). The
+// statistics k-steps of a tile are every T_N-th one from its N-tile index, so the T_N tiles of an
+// M-tile cover K once between them. (x . sum_n (n+1) W[n], which locates a fault, is taken by the
+// correction itself: in this loop it doubled the statistics' shared-memory reads, the port a
+// statistics k-step overfills: NOTES_gemm.md, run 20.)
+template <typename T>
+struct XStats : XRange<T> {
+  float sum, dot;
+
+  __device__ void reset() { sum = 0.f; dot = 0.f; XRange<T>::reset(); }
+  __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int ch = 4 * this->half + j;
       const bool in_k = k0 + ch * 8 < K;
-      // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
-      const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
-      const uint32_t wj = wc + 4 * (half * WC_HALF + 8 * j);
+      const uint4 v = this->chunk(a_tile, ch, in_k);
+      // (the W sums past K are whatever the slot held: dropped by the selects below)
+      const uint32_t wj = wc + 4 * (this->half * WC_HALF + 8 * j);
       const float4 w0 = lds128f(wj), w1 = lds128f(wj + 16);
       const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
                    f3 = Elem<T>::unpack(v.w);
@@ -206,56 +243,22 @@ struct XStats {
       d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
       sum += in_k ? sj : 0.f;
       dot += in_k ? d : 0.f;
-      mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
-      mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
+      this->add(v);
     }
   }
 
   // Joins the two halves of the row (lanes 2i, 2i+1) and adds them to the row's workspace entries.
   __device__ void flush(const Ws& ws, int64_t flat_row, bool in_range) {
-    float s = sum, d = dot;
-    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
-    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
+    float s = sum, d = dot, x, n;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     d += __shfl_xor_sync(0xffffffffu, d, 1);
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
-    if (half == 0 && in_range) {
+    this->joined(x, n);
+    if (this->half == 0 && in_range) {
       atomicAdd(ws.c1() + flat_row, (double)d);
       atomicAdd(ws.sx() + flat_row, (double)s);
       atomic_max_f32(ws.mx() + flat_row, x);
       atomic_min_f32(ws.mn() + flat_row, n);
     }
-  }
-};
-
-// x-side of the tile-local check: max and min of one row of x over the tile's K (thread (row,
-// half) as in XStats, on every k-step; sum x and the dots come from the checksum columns).
-template <typename T>
-struct XRange {
-  uint32_t mx, mn;  // packed pairs
-  int row, half;
-
-  __device__ void reset() { mx = kNegInf2<T>; mn = kPosInf2<T>; }
-  __device__ __forceinline__ void step(uint32_t a_tile, int64_t k0, int64_t K) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int ch = 4 * half + j;
-      const bool in_k = k0 + ch * 8 < K;  // past K (zero fill): a real chunk of the row again
-      const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
-      mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
-      mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
-    }
-  }
-  // Another split's range of the same row (split K).
-  __device__ void fold(uint32_t omx, uint32_t omn) { mx = hmax2<T>(mx, omx); mn = hmin2<T>(mn, omn); }
-  // The row's max and min (both halves joined) into xr[max / min][row], for the epilogue's threads.
-  __device__ void publish(float (*xr)[BM]) {
-    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
-    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
-    if (half == 0) { xr[0][row] = x; xr[1][row] = n; }
   }
 };
 

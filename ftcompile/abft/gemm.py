@@ -249,59 +249,34 @@ def _e(x: torch.Tensor, n: int, k: int, e_max_safety: float) -> float:
 def linear_global(x, weight, bias, *, site_name: str, site_id: int, policy: str,
                   c_sigma: float, e_max_safety: float, static_weight: bool = True,
                   tile_width: Optional[int] = None) -> Tuple[torch.Tensor, Outcome]:
-    if tile_width is not None:
-        return _linear_global_tiles(x, weight, bias, site_name, site_id, policy, c_sigma,
-                                    e_max_safety, static_weight, tile_width)
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
+    tw = tile_width or n  # check groups: whole rows, or tile_width-wide column tiles of them
+    tiles = math.ceil(n / tw)
+    pad = tiles * tw - n
     xf = x3.float()
-    enc = weight_checksums(weight, cache=static_weight)
+    if tile_width is None:  # the offline (cached) checksums of the whole of N
+        enc = weight_checksums(weight, cache=static_weight)
+        sums, stats, w_finite = enc.sums[:, None], enc.stats, enc.finite  # [WB, 1, 2, K]
+    else:
+        sums = checksum.encode(torch.nn.functional.pad(w3.double(), (0, 0, 0, pad)).view(wb, tiles, tw, k))
+        stats, w_finite = weight_stats(weight, cache=static_weight)
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(xf, w3.float(), bias, injections, site_name, spread=1)
 
-    checks = xf @ enc.sums.transpose(-1, -2)  # [WB, M, 2]
+    checks = (xf[:, None] @ sums.transpose(-1, -2)).transpose(1, 2)  # [WB, M, T, 2]
     if bias is not None:
-        checks = checks + checksum.encode(bias.float()[:, None]).squeeze(-1)
+        b_tiles = torch.nn.functional.pad(bias.float(), (0, pad)).view(tiles, tw, 1)
+        checks = checks + checksum.encode(b_tiles).squeeze(-1)
     mu_a, var_a = extrema_variance(xf, -1)
-    e = _e(x, n, k, e_max_safety)
-    threshold = vabft_from_stats(mu_a, var_a, n, enc.stats, e, c_sigma)
-    if bias is not None:
-        threshold = threshold + e * bias.float().abs().sum()
-    valid = row_finite & enc.finite
-    outcome = _finish(acc, lambda a: a[:, :, None, :], lambda g, p: p, checks[:, :, None, :],
-                      threshold[:, :, None], valid, x3, w3, bias, policy, e)
-    outcome.nonfinite_inputs = (~valid).any().long()
-    return _output(acc, x, n), outcome
-
-
-def _linear_global_tiles(x, weight, bias, site_name, site_id, policy, c_sigma, e_max_safety,
-                         static_weight, tw: int) -> Tuple[torch.Tensor, Outcome]:
-    """linear_global with one check per row and tw-wide column tile (its own checksums)."""
-    x3, w3, row_finite = _prepare(x, weight)
-    wb, n, k = w3.shape
-    tiles = math.ceil(n / tw)
-    xf, wf = x3.float(), w3.float()
-    w_tiles = torch.nn.functional.pad(wf.double(), (0, 0, 0, tiles * tw - n)).view(wb, tiles, tw, k)
-    enc = checksum.encode(w_tiles).float()  # [WB, T, 2, K]
-    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
-    acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
-    checks = torch.einsum("bmk,btck->bmtc", xf, enc)  # [WB, M, T, 2]
-    if bias is not None:
-        b_tiles = torch.nn.functional.pad(bias.double(), (0, tiles * tw - n)).view(tiles, tw, 1)
-        checks = checks + checksum.encode(b_tiles).squeeze(-1).float()
-    mu_a, var_a = extrema_variance(xf, -1)
-    stats, w_finite = weight_stats(weight, cache=static_weight)
     e = _e(x, tw, k, e_max_safety)
     threshold = vabft_from_stats(mu_a, var_a, tw, stats, e, c_sigma)
     if bias is not None:
         threshold = threshold + e * bias.float().abs().sum()
-
-    def group_view(a: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(a, (0, tiles * tw - n)).view(wb, -1, tiles, tw)
-
     valid = row_finite & w_finite
-    outcome = _finish(acc, group_view, lambda g, p: g * tw + p, checks,
-                      threshold[..., None].expand(-1, -1, tiles), valid, x3, w3, bias, policy, e)
+    outcome = _finish(acc, lambda a: torch.nn.functional.pad(a, (0, pad)).view(wb, -1, tiles, tw),
+                      lambda g, p: g * tw + p, checks, threshold[..., None].expand(-1, -1, tiles), valid,
+                      x3, w3, bias, policy, e)
     outcome.nonfinite_inputs = (~valid).any().long()
     return _output(acc, x, n), outcome
 
