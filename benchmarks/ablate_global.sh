@@ -2,7 +2,9 @@
 # Where the global kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_ABLATE bits, csrc/gemm/global_gemm.cu) and times the protected kernel
 # of each build against the unprotected one on a few compute-bound shapes (which builds: ABLATE,
-# default "0 1 3 7"; NAMES: the variants timed, default off,on for build 0 and on for the others).
+# default "0 1 3 7"; NAMES: the variants timed in every build, default on; BASE: timed in build 0
+# too, default off. A name is a bench_gemm variant ("on@tiles": the tile-local check) with an
+# optional "#width": "off#192" is the unprotected kernel on 192-wide tiles).
 # Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -29,16 +31,25 @@ import torch
 from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
 names = sys.argv[1].split(",")
+
+
+def variant(name):
+    name, _, bn = name.partition("#")
+    return r.variant(name, "linear_global", bn=int(bn) if bn else None)
+
+
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
 if "--more" in sys.argv:
     shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072)]
 for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
-    t = graph_times({n: r.variant(n, "linear_global") for n in names}, sets)
+    t = graph_times({n: variant(n) for n in names}, sets)
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in ${ABLATE:-0 1 3 7}; do
-  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: no correction)"
-  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py ${NAMES:-$([ $a = 0 ] && echo off,on || echo on)} \
+  echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: no correction, 16: n192/n128)"
+  names=${NAMES:-on}
+  [ "$a" = 0 ] && names=${BASE:-off},$names
+  FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py "$names" \
     ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

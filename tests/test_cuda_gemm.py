@@ -129,12 +129,13 @@ def test_global_tile_width_follows_the_waves():
 
 
 def test_global_check_follows_the_measurements():
-    """The tile-local check where runs 24a-b measured it faster (one wave of tiles, K <= 3072),
-    the row check elsewhere (NOTES_gemm.md run 24)."""
-    tiles = [(4096, 768, 768), (1024, 1024, 1024), (4096, 768, 3072)]
-    rows = [(8192, 2304, 768), (4096, 4096, 4096), (8192, 768, 3072), (2048, 1024, 4096), (2048, 2048, 2048),
-            (4096, 3072, 768), (128, 4096, 4096), (1, 4096, 4096)]
-    assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in tiles] == ["tiles"] * 3
+    """The tile-local check where run 25 measured it faster (K <= 3072 at widths as cheap as the
+    unprotected kernel's), the row check elsewhere (NOTES_gemm.md run 25)."""
+    tiles = [(4096, 768, 768), (1024, 1024, 1024), (4096, 768, 3072), (8192, 2304, 768), (8192, 768, 3072),
+             (4096, 2304, 768)]
+    rows = [(4096, 4096, 4096), (2048, 1024, 4096), (2048, 2048, 2048), (4096, 3072, 768), (128, 4096, 4096),
+            (1, 4096, 4096)]
+    assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in tiles] == ["tiles"] * len(tiles)
     assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in rows] == ["rows"] * len(rows)
 
 
@@ -635,6 +636,27 @@ def test_global_rows_past_the_fix_list_are_uncorrectable():
     st = _stats(name)
     assert st["detected"] == 256
     assert st["corrected"] + st["uncorrectable"] == 256 and st["uncorrectable"] >= 2 * (128 - 32)
+
+
+@needs_hopper
+def test_global_tile_rows_past_the_warps_lists_are_uncorrectable():
+    """The tile-local check lists at most 4 flagged tile rows per consumer warp (corrected after
+    its last tile) and counts the rest uncorrectable. W changed behind the checksum cache flags
+    every row of all 6 tiles (2 M-tiles x 3 N-tiles of 192): 768 tile rows, 8 warps x 4 listed
+    per tile at most."""
+    name = "cu-fixlist-tiles"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(0)
+    x, w = _rand(256, 512, dtype=torch.bfloat16), _rand(512, 512, dtype=torch.bfloat16, scale=512 ** -0.5)
+    x[:, 0] = 1.0  # every tile row then misses its tile's width (192 or 128) from its check
+    cuda_gemm.run("linear_global", x, w, None, s, bn=192, check="tiles")
+    assert _stats(name)["detected"] == 0
+    w.data[:, 0] += 1.0
+    cuda_gemm.run("linear_global", x, w, None, s, bn=192, check="tiles")
+    torch.cuda.synchronize()
+    st = _stats(name)
+    assert st["detected"] == 768
+    assert st["corrected"] + st["uncorrectable"] == 768 and st["uncorrectable"] >= 768 - 6 * 8 * 4
 
 
 

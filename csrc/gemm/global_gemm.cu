@@ -25,9 +25,9 @@
 // computes the tile and x . checksums (+4.2 % / +6.3 % tensor work) on fp32 accumulators. The
 // consumers take max / min of their x rows from the A tiles on every k-step (ALU, free beside the
 // wgmmas: NOTES_gemm.md run 18a). The epilogue compares each row's output sum over the tile with
-// its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is
-// located by the weighted sum, its element recomputed, rechecked and stored by its warp right
-// after the tile's store (NOTES_gemm.md, run 24).
+// its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
+// in shared memory, and after its last tile the warp locates the fault by the weighted sum,
+// recomputes the element, rechecks and stores it (NOTES_gemm.md, runs 24-25).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -35,11 +35,12 @@
 #include "wgmma_ops.cuh"
 
 // Diagnostics only (benchmarks/ablate_global.sh): bits that drop parts of the protection to time
-// them; 0 in every build the package makes. 1: no verification (tickets only), 2: no x statistics
-// in the k-loop, 4: no output row sums, 8: no correction (flagged rows only counted). (Bit 8 once
-// meant tickets by one acq_rel atomic, measured and removed: NOTES_gemm.md. Bit 16, the weighted
-// dot out of the statistics, is how they are now (run 20). The proxies of a tile-local check,
-// bits 32-2048, were measured in runs 18a-c and removed: commit 2052c06 has them.)
+// them; 0 in every build the package makes. 1: no verification (tickets only; tile-local check:
+// no check), 2: no x statistics in the k-loop (tile-local: no max / min), 4: no output row sums,
+// 8: no correction (flagged rows only counted), 16: the tile-local check's wgmma without its 8
+// checksum columns (n192 / n128; with 1). Earlier bits, measured and removed (NOTES_gemm.md):
+// tickets by one acq_rel atomic (8), the weighted dot out of the statistics (16, how they are
+// since run 20), proxies of a tile-local check (32-2048, runs 18a-c: commit 2052c06).
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
 #endif
@@ -67,8 +68,15 @@ struct FixJob {
   float d1, thr;
   int b, m;
 };
+// A tile row the tile-local check flagged, waiting for its warp's correction after the tile loop.
+struct TileFix {
+  int b, m, n0;
+  float c1, s2, c2, d1, thr;
+};
+static_assert(sizeof(TileFix) <= sizeof(FixJob), "TileFix shares FixJob's room");
 // Corrections one CTA holds (a row past them is reported uncorrectable): single faults are rare.
-constexpr int FIX_CAP = 32;
+// The tile-local check: FIX_WARP per consumer warp.
+constexpr int FIX_CAP = 32, FIX_WARP = FIX_CAP / 8;
 // The consumers' two warpgroups correct (named barrier 1); the verifier warps hand them the rows.
 constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERIFIER_WARPS = 3;
 
@@ -77,7 +85,10 @@ struct Smem {
   uint64_t epi_full, epi_empty;    // consumers -> verifier: a tile's sums and stores are out; taken
   float wc[STAGES_MAX][WC_PITCH];  // sum_n W[n] over a stage's k (statistics k-steps), halves WC_HALF apart
   float bias[2][BN_MAX];           // the tile's bias (by tile parity: one warpgroup may run a tile ahead)
-  FixJob fix[FIX_CAP];             // flagged rows, corrected by the consumers after their last tile
+  union {
+    FixJob fix[FIX_CAP];           // flagged rows, corrected by the consumers after their last tile
+    TileFix tfix[FIX_CAP];         // tile-local check: [consumer warp][FIX_WARP] flagged tile rows
+  };
   int fix_ready[FIX_CAP];          // slot written (release: verifier warp, acquire: consumer thread 0)
   int nfix;                        // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
   int fix_done;                    // verifier warps past their loops (release adds)
@@ -279,11 +290,12 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
+    for (int kk = 0; kk < BK / 16; ++kk)
+      wgmma_ss<T, (FTG_ABLATE & 16) ? BN : TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
-    if constexpr (PROTECT && LOCAL) {
+    if constexpr (PROTECT && LOCAL && !(FTG_ABLATE & 2)) {
       xrg.step(smem_u32(stage), (int64_t)ks * BK, K);
-    } else if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
+    } else if constexpr (PROTECT && !LOCAL && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
         stats_ks += tn_n;
@@ -434,8 +446,8 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
   return ok;
 }
 
-// Tile-local check: one flagged row of a tile, by its warp (every lane, the same arguments) right
-// after the tile's store (rare path, out of line: its registers stay off the consumers' loop).
+// Tile-local check: one flagged row of a tile, by its warp (every lane, the same arguments) after
+// the warp's last tile (rare path, out of line: its registers stay off the consumers' loop).
 // The fault is located by the weighted sum (or, where the sum is not finite, as the tile row's
 // only non-finite stored element), the element recomputed and rechecked against what was stored
 // (allowing the stored value's rounding: its fp32 value is gone), then stored. True when
@@ -582,19 +594,57 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
   return __any_sync(0xffffffffu, invalid);
 }
 
+// Tile-local check, after the tile loop: the warp's flagged tile rows (n of them, the first
+// FIX_WARP in its list; the rest are uncorrectable) corrected one after another, counted by lane 0.
+// Correcting inside the tile loop (the loops and the call right after the tile's store) cost the
+// whole loop its uniform datapath: descriptors and barrier addresses in vector registers, R2UR
+// before every wgmma, the x range interleaved with the wgmma issue: 3-15 % at every shape
+// (NOTES_gemm.md run 25).
+template <typename T, int BN>
+__device__ void fix_tile_rows(const Args& args, const TileFix* list, int n, int lane) {
+  int ncorr = 0, nunc = n > FIX_WARP ? n - FIX_WARP : 0;
+  for (int i = 0; i < min(n, FIX_WARP); ++i) {
+    const TileFix f = list[i];
+    const int cols = (int)min((int64_t)BN, args.N - f.n0);
+    fix_tile_row<T>(args, f.b, f.m, f.n0, cols, f.c1, f.s2, f.c2, f.d1, f.thr, lane) ? ++ncorr : ++nunc;
+  }
+  if (lane == 0 && n) add_outcomes(args, 0, ncorr, nunc);
+}
+
+// Tile-local check: what a tile's check needs besides its accumulators, loaded when the tile
+// starts and used a mainloop later (loaded in the check, the loads' latency and a division's
+// slow-path call sat on the epilogue's chain while both consumer warpgroups, so the tensor cores,
+// waited for it: NOTES_gemm.md run 25).
+struct TileTerms {
+  float2 btile;    // the bias's tile sums (plain, weighted), zero without bias
+  float wst[3];    // the batch's W statistics (vabft_threshold)
+  float bias_thr;  // the bias's threshold term
+  float inv_k;     // 1 / K (x's mean)
+  int wfin;        // W is finite
+  __device__ TileTerms() {}  // (the row check: unused)
+  __device__ TileTerms(const Args& a, const TileCoord& c, int64_t K) {
+    btile = a.btile ? __ldg(reinterpret_cast<const float2*>(a.btile) + (int64_t)c.nt) : make_float2(0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < 3; ++i) wst[i] = __ldg(a.wstats + 3 * c.b + i);
+    bias_thr = a.bias ? a.e * (float)__ldg(a.bstats + 2) : 0.f;
+    inv_k = 1.f / (float)K;
+    wfin = __ldg(a.wfinite);
+  }
+};
 
 // Tile-local check of one warp's 16 rows of a tile, after its store: each row's output sum over
 // the tile (s1, and s2 weighted by position / W_DEN, quad-reduced) against the checksum columns
 // (cs: the last n8 block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
 // (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
 // weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range. Flagged
-// rows are corrected by the warp (fix_tile_row), counted by lane 0; rows with non-finite inputs
-// mark the CTA (sm.bad).
+// rows are counted by lane 0 and, under the policies that correct, listed (the warp's `list`,
+// `nfix` rows so far) for the warp's correction after the tile loop (fix_tile_rows); rows with
+// non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
 __device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (*xr)[BM], Smem& sm,
                                                 const TileCoord& c, int64_t M, int64_t K, int tn_n, int64_t row_w,
                                                 int lane, int lrow_w, float s1a, float s1b, float s2a, float s2b,
-                                                float2 btile, int wfin) {
+                                                const TileTerms& tt, TileFix* list, int& nfix) {
   const int q = lane % 4;
   float c1a = q == 0 ? cs[0] + cs[1] : (q == 1 ? cs[0] : 0.f), c1b = q == 0 ? cs[2] + cs[3] : (q == 1 ? cs[2] : 0.f);
   float c2a = q == 1 ? cs[1] : (q == 2 ? cs[0] + cs[1] : 0.f), c2b = q == 1 ? cs[3] : (q == 2 ? cs[2] + cs[3] : 0.f);
@@ -605,20 +655,18 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
     c2a += __shfl_xor_sync(0xffffffffu, c2a, o); c2b += __shfl_xor_sync(0xffffffffu, c2b, o);
     sxa += __shfl_xor_sync(0xffffffffu, sxa, o); sxb += __shfl_xor_sync(0xffffffffu, sxb, o);
   }
-  const float* wst = args.wstats + 3 * c.b;
-  const float bias_thr = args.bias ? args.e * (float)args.bstats[2] : 0.f;
   const int64_t n0 = (int64_t)c.nt * BN;
   // one row: its check (c1, c2 scaled back, the bias's tile sums in), threshold and verdict
   auto row_check = [&](int h, float s1, float& c1, float& c2, float sx, float& d1, float& thr) {
     const int lr = lrow_w + lane / 4 + 8 * h;
-    c1 = fmaf(c1, args.lscale_inv, btile.x);
-    c2 = fmaf(c2, args.lscale_inv, btile.y);
-    const float mu = sx / (float)K, mx = xr[0][lr], mn = xr[1][lr];
+    c1 = fmaf(c1, args.lscale_inv, tt.btile.x);
+    c2 = fmaf(c2, args.lscale_inv, tt.btile.y);
+    const float mu = sx * tt.inv_k, mx = xr[0][lr], mn = xr[1][lr];
     const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
-    thr = vabft_threshold(mu, var, (float)BN, wst, args.e, args.c_sigma) + bias_thr;
+    thr = vabft_threshold(mu, var, (float)BN, tt.wst, args.e, args.c_sigma) + tt.bias_thr;
     d1 = s1 - c1;
     const int64_t m = row_w + lane / 4 + 8 * h;
-    const bool valid = isfinite(sx) && isfinite(c1) && wfin;
+    const bool valid = isfinite(sx) && isfinite(c1) && tt.wfin;
     if (m < M && !valid) sm.bad = 1;
     if (args.dbg && q == 0 && m < M) {
       double* d = args.dbg + 3 * (((int64_t)c.b * M + m) * tn_n + c.nt);
@@ -631,27 +679,14 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
   const bool fb = row_check(1, s1b, c1b, c2b, sxb, d1b, tb);
   const unsigned flag_a = __ballot_sync(0xffffffffu, fa && q == 0), flag_b = __ballot_sync(0xffffffffu, fb && q == 0);
   if (!(flag_a | flag_b)) return;
-  // Rare: correct the warp's flagged rows one after another (the stored tile is visible to the
-  // warp: __syncwarp after the stores).
-  const int ndet = __popc(flag_a) + __popc(flag_b), cols = (int)min((int64_t)BN, args.N - n0);
-  int ncorr = 0, nunc = 0;
-  if (args.policy == kCorrect || args.policy == kRecompute) {
-#pragma unroll 1
-    for (int h = 0; h < 2; ++h) {
-      const float c1 = h ? c1b : c1a, s2 = h ? s2b : s2a, c2 = h ? c2b : c2a, d1 = h ? d1b : d1a, thr = h ? tb : ta;
-#pragma unroll 1
-      for (unsigned f = h ? flag_b : flag_a; f; f &= f - 1) {
-        const int src = __ffs(f) - 1;
-        const int64_t m = row_w + src / 4 + 8 * h;
-        const bool ok = fix_tile_row<T>(args, c.b, m, n0, cols, __shfl_sync(0xffffffffu, c1, src),
-                                        __shfl_sync(0xffffffffu, s2, src),
-                                        __shfl_sync(0xffffffffu, c2, src), __shfl_sync(0xffffffffu, d1, src),
-                                        __shfl_sync(0xffffffffu, thr, src), lane);
-        ok ? ++ncorr : ++nunc;
-      }
-    }
-  }
-  if (lane == 0) add_outcomes(args, ndet, ncorr, nunc);
+  if (lane == 0) add_outcomes(args, __popc(flag_a) + __popc(flag_b), 0, 0);
+  if (args.policy != kCorrect && args.policy != kRecompute) return;
+  // each flagged row's quad leader writes its entry (in lane order), past FIX_WARP only counted
+  const unsigned before = (1u << lane) - 1u;
+  const int ia = nfix + __popc(flag_a & before), ib = nfix + __popc(flag_a) + __popc(flag_b & before);
+  if (fa && q == 0 && ia < FIX_WARP) list[ia] = TileFix{c.b, (int)(row_w + lane / 4), (int)n0, c1a, s2a, c2a, d1a, ta};
+  if (fb && q == 0 && ib < FIX_WARP) list[ib] = TileFix{c.b, (int)(row_w + lane / 4 + 8), (int)n0, c1b, s2b, c2b, d1b, tb};
+  nfix += __popc(flag_a) + __popc(flag_b);
 }
 
 // Fault injection into the finished tile (no wgmma in flight: ptxas keeps the pipeline async).
@@ -822,6 +857,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   xs.row = xrg.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
   xs.half = xrg.half = ct & 1;
   int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
+  int nfix = 0;  // tile-local check: rows this warp flagged (listed for its correction after the loop)
   // This thread's x statistics of unit c into the workspace, where the unit took some.
   auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
     const int64_t xm = (int64_t)c.mt * BM + xs.row;
@@ -838,13 +874,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // This tile's bias, one column per consumer thread (those past BN: unused), loaded now, used a
     // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
-    // Tile-local check: the bias's tile sums and whether W is finite, loaded now for the epilogue.
-    float2 btile = make_float2(0.f, 0.f);
-    int wfin = 1;
-    if constexpr (LOCAL) {
-      if (args.btile) btile = __ldg(reinterpret_cast<const float2*>(args.btile) + (int64_t)c.nt);
-      wfin = __ldg(args.wfinite);
-    }
+    const TileTerms tt = LOCAL ? TileTerms(args, c, g.K) : TileTerms();
     const int stats_ks = g.first_stats_ks(c);
     if (g.cl > 1) mainloop<T, PROTECT, BN, true, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
     else mainloop<T, PROTECT, BN, false, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
@@ -969,8 +999,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
       }
       if constexpr (LOCAL) {
+        if (FTG_ABLATE & 1) continue;
         check_tile_rows<T, BN>(args, acc + BN / 2, sm.xr[seq & 1], sm, c, g.M, g.K, g.tn_n, row_w, lane, wgc * 64 + wi * 16,
-                               s1a, s1b, s2a, s2b, btile, wfin);
+                               s1a, s1b, s2a, s2b, tt, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix);
         continue;
       }
       // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
@@ -996,7 +1027,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if (ct == 0) fix_stamp(args, 4);
-  if constexpr (PROTECT && LOCAL) {  // non-finite inputs: once per call, each CTA reporting once
+  if constexpr (PROTECT && LOCAL) {
+    __syncwarp();  // the warp's list entries (and its stored tiles) to every lane
+    if (nfix) fix_tile_rows<T, BN>(args, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix, lane);
+    // non-finite inputs: once per call, each CTA reporting once
     named_bar_sync(1, 256);
     if (ct == 0) count_nonfinite_once(args, sm.bad != 0, (int)gridDim.x, Ws(args.ws, args.ws_rows).reports());
   } else if constexpr (PROTECT) {

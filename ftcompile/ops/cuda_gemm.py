@@ -510,6 +510,12 @@ def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -
 @functools.lru_cache(maxsize=4096)
 def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
                 widths: Tuple[int, ...] = GLOBAL_BNS) -> Tuple[int, int]:
+    _, bn, split = _global_tile_cost(m, n, k, wb, num_sms, widths)
+    return bn, split
+
+
+def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
+                      widths: Tuple[int, ...]) -> Tuple[float, int, int]:
     """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
     times one unit's work (width x k-steps): 256-wide tiles quantise badly where N is a few of them
     (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
@@ -517,7 +523,7 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
     tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
     the wider ones by its margin (GLOBAL_MARGINS); few rows: no margin, a split counted
     GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
-    tile-local check has 192 and 128)."""
+    tile-local check has 192 and 128). Here: (estimated cost, width, split) of the cheapest."""
     nk = math.ceil(k / K_TILE)
     few_rows = math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES
 
@@ -528,20 +534,22 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
             return waves * bn * (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn, split
         return waves * bn * math.ceil(nk / split) / GLOBAL_MARGINS[bn], -bn, split
 
-    _, neg_bn, split = min(cost(bn) for bn in widths)
-    return -neg_bn, split
+    c, neg_bn, split = min(cost(bn) for bn in widths)
+    return c, -neg_bn, split
 
 
 def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
-    """The global scheme's check where GLOBAL_CHECK is "auto" (see GLOBAL_CHECK). Runs 24a-b
-    (NOTES_gemm.md): the tile-local check is faster only where the row check's cross-CTA tail is
-    most of the protection, calls of one wave of tiles with K <= 3072 (4096x768x768: 1.56 -> 1.30
-    x cuBLAS, 1024^3: 2.33 -> 2.10, 4096x768x3072 equal); with more waves or longer K its wider
-    wgmma (n200 / n136 cost about n224 / n160) and narrower tiles lose (4096^3 +37 %)."""
+    """The global scheme's check where GLOBAL_CHECK is "auto" (see GLOBAL_CHECK). The tile-local
+    check costs ~4 % for its columns, ~1-5 % for x's range and 5-19 % for its epilogue (run 25c,
+    NOTES_gemm.md); the row check 2-8 % at long K but 20-50 % at K <= 3072 (its cross-CTA tail).
+    So: the tile check where K <= 3072 and its widths (192, 128) cost no more waves x width than
+    the unprotected kernel's best (run 25h, rows -> tiles: 8192x2304x768 1.35 -> 1.28x cuBLAS,
+    4096x768x768 1.60 -> 1.24, 1024^3 2.32 -> 1.95); the row check at longer K, where 256-wide
+    tiles are cheaper (2048^3) and with few rows (no M-tiles to spread the tail)."""
     if math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES or k > 3072:
         return "rows"
-    bn, split = global_tile(m, n, k, wb, num_sms, TILE_CHECK_BNS)
-    return "tiles" if global_tiles(m, n, wb, bn) * split <= num_sms else "rows"
+    tiles = _global_tile_cost(m, n, k, wb, num_sms, TILE_CHECK_BNS)[0]
+    return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, GLOBAL_BNS)[0] else "rows"
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
