@@ -510,12 +510,6 @@ def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -
 @functools.lru_cache(maxsize=4096)
 def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
                 widths: Tuple[int, ...] = GLOBAL_BNS) -> Tuple[int, int]:
-    _, bn, split = _global_tile_cost(m, n, k, wb, num_sms, widths)
-    return bn, split
-
-
-def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
-                      widths: Tuple[int, ...]) -> Tuple[float, int, int]:
     """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
     times one unit's work (width x k-steps): 256-wide tiles quantise badly where N is a few of them
     (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
@@ -523,7 +517,15 @@ def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
     tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
     the wider ones by its margin (GLOBAL_MARGINS); few rows: no margin, a split counted
     GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
-    tile-local check has 192 and 128). Here: (estimated cost, width, split) of the cheapest."""
+    tile-local check has 192 and 128)."""
+    _, bn, split = _global_tile_cost(m, n, k, wb, num_sms, widths)
+    return bn, split
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
+                      widths: Tuple[int, ...]) -> Tuple[float, int, int]:
+    """(estimated cost, width, split) of the cheapest of ``widths`` (see global_tile)."""
     nk = math.ceil(k / K_TILE)
     few_rows = math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES
 
