@@ -642,7 +642,7 @@ struct TileTerms {
 // non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
 __device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (*xr)[BM], Smem& sm,
-                                                const TileCoord& c, int64_t M, int64_t K, int tn_n, int64_t row_w,
+                                                const TileCoord& c, int64_t M, int tn_n, int64_t row_w,
                                                 int lane, int lrow_w, float s1a, float s1b, float s2a, float s2b,
                                                 const TileTerms& tt, TileFix* list, int& nfix) {
   const int q = lane % 4;
@@ -1000,7 +1000,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       if constexpr (LOCAL) {
         if (FTG_ABLATE & 1) continue;
-        check_tile_rows<T, BN>(args, acc + BN / 2, sm.xr[seq & 1], sm, c, g.M, g.K, g.tn_n, row_w, lane, wgc * 64 + wi * 16,
+        check_tile_rows<T, BN>(args, acc + BN / 2, sm.xr[seq & 1], sm, c, g.M, g.tn_n, row_w, lane, wgc * 64 + wi * 16,
                                s1a, s1b, s2a, s2b, tt, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix);
         continue;
       }
