@@ -4,7 +4,9 @@
 # of each build against the unprotected one on a few compute-bound shapes (which builds: ABLATE,
 # default "0 1 3 7"; NAMES: the variants timed in every build, default on; BASE: timed in build 0
 # too, default off. A name is a bench_gemm variant ("on@tiles": the tile-local check) with an
-# optional "#width": "off#192" is the unprotected kernel on 192-wide tiles).
+# optional "#width": "off#192" is the unprotected kernel on 192-wide tiles). REF=path: one more
+# build, "ref", of another version of global_gemm.cu (e.g. the last commit's, for an A/B in one
+# session), timed with BASE and NAMES as build 0.
 # Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -17,11 +19,13 @@ for f in csrc/gemm/*.cu; do
   [ "$(basename "$f")" = global_gemm.cu ] && continue
   nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
 done
+builds="${ABLATE:-0 1 3 7}${REF:+ ref}"
 for a in ${ABLATE:-0 1 3 7}; do
   nvcc "${flags[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
 done
+[ -n "${REF:-}" ] && nvcc "${flags[@]}" -c "$REF" -o /tmp/ablate/global_ref.o > /tmp/ablate/build_ref.log 2>&1 &
 wait
-for a in ${ABLATE:-0 1 3 7}; do
+for a in $builds; do
   nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o /tmp/ablate/stream_gemm.o \
     /tmp/ablate/thread_gemm.o -o /tmp/ablate/libgemm_$a.so >> /tmp/ablate/build_$a.log 2>&1
 done
@@ -46,10 +50,10 @@ for shape in shapes:
     t = graph_times({n: variant(n) for n in names}, sets)
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
-for a in ${ABLATE:-0 1 3 7}; do
+for a in $builds; do
   echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: no correction, 16: n192/n128)"
   names=${NAMES:-on}
-  [ "$a" = 0 ] && names=${BASE:-off},$names
+  [ "$a" = 0 ] || [ "$a" = ref ] && names=${BASE:-off},$names
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py "$names" \
     ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

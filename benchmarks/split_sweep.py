@@ -1,5 +1,7 @@
-"""Global kernel: time per call by K split (forced, 128x256 tiles), unprotected and protected, on the
-shapes whose 128x256 tiles leave SMs idle (NOTES_gemm.md, run 18). Usage: python3 benchmarks/split_sweep.py"""
+"""Global kernel: time per call by K split (forced), unprotected, protected (the automatic check)
+and with the tile-local check, on shapes whose tiles leave SMs idle (NOTES_gemm.md, runs 18 and
+26). Usage: python3 benchmarks/split_sweep.py [--bn 256|192|128] [--shapes MxNxK,...] [--max-split S]"""
+import argparse
 import sys
 
 import torch
@@ -8,13 +10,21 @@ sys.path.insert(0, "benchmarks")
 from bench_gemm import Runner, graph_times, make_sets  # noqa: E402
 from ftcompile.ops import cuda_gemm  # noqa: E402
 
+ap = argparse.ArgumentParser()
+ap.add_argument("--bn", type=int, default=256)
+ap.add_argument("--shapes", default="1024x1024x1024,2048x1024x4096,64x4096x4096,128x11008x4096,256x11008x4096")
+ap.add_argument("--max-split", type=int, default=6)
+args = ap.parse_args()
+variants = ("off", "on") + (("on@tiles",) if args.bn in cuda_gemm.TILE_CHECK_BNS else ())
+sms = torch.cuda.get_device_properties(0).multi_processor_count
 r = Runner()
-for shape in [(1024, 1024, 1024), (2048, 1024, 4096), (64, 4096, 4096), (128, 11008, 4096), (256, 11008, 4096)]:
+for shape in [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
-    auto = cuda_gemm.global_split(*shape, 1, torch.cuda.get_device_properties(0).multi_processor_count)
+    auto = cuda_gemm.global_split(*shape, 1, sms, args.bn)
     row = []
-    for split in range(1, 7):
-        t = {n: v * 1e3 for n, v in graph_times({n: r.variant(n, "linear_global", split=split, bn=256)
-                                                 for n in ("off", "on")}, sets).items()}
-        row.append(f"k{split} {t['off']:.1f}/{t['on']:.1f}")
-    print("x".join(map(str, shape)), f"(auto {auto}) us off/on:", "  ".join(row), flush=True)
+    for split in range(1, min(args.max_split, -(-shape[2] // cuda_gemm.K_TILE)) + 1):
+        t = {n: v * 1e3 for n, v in graph_times({n: r.variant(n, "linear_global", split=split, bn=args.bn)
+                                                 for n in variants}, sets).items()}
+        row.append(f"k{split} " + "/".join(f"{t[n]:.1f}" for n in variants))
+    print("x".join(map(str, shape)), f"bn {args.bn} (auto split {auto}) us {'/'.join(variants)}:", "  ".join(row),
+          flush=True)

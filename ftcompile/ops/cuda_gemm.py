@@ -73,6 +73,7 @@ GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS = 2, 4
 # per N-tile, TILE_CHECK_ROWS): no cross-CTA work, +8 columns of tensor work. "auto": global_check.
 GLOBAL_CHECK = os.environ.get("FTCOMPILE_GLOBAL_CHECK", "auto")
 TILE_CHECK_BNS = (192, 128)  # its widths: the wgmma is n200 / n136 with the checksum columns
+TILE_CHECK_FEW_ROWS_W_BYTES = 32 << 20  # two M-tiles: the tile check up to this weight (global_check)
 TILE_CHECK_ROWS = 8  # per N-tile: sum and weighted sum of its W rows, each hi/mid/lo; ones; zeros
 W_DEN = 256  # the weighted sums weigh tile column c by (c + 1) / W_DEN (global_gemm.cu)
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
@@ -547,8 +548,15 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
     So: the tile check where K <= 3072 and its widths (192, 128) cost no more waves x width than
     the unprotected kernel's best (run 25h, rows -> tiles: 8192x2304x768 1.35 -> 1.28x cuBLAS,
     4096x768x768 1.60 -> 1.24, 1024^3 2.32 -> 1.95); the row check at longer K, where 256-wide
-    tiles are cheaper (2048^3) and with few rows (no M-tiles to spread the tail)."""
-    if math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES or k > 3072:
+    tiles are cheaper (2048^3). With few rows (bandwidth-bound) the row check's tail, every
+    N-tile's sums landed before one CTA verifies the rows, is most of its cost: the tile check wins
+    with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
+    128x4096^2 23.6 -> 21.4 us, GPT-2 layers at M = 128-256 13 -> 10.6); above that its per-tile
+    costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71)."""
+    mtiles = math.ceil(m / GLOBAL_BM)
+    if mtiles <= GLOBAL_FEW_MTILES:
+        return "tiles" if mtiles == 1 or 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES else "rows"
+    if k > 3072:
         return "rows"
     tiles = _global_tile_cost(m, n, k, wb, num_sms, TILE_CHECK_BNS)[0]
     return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, GLOBAL_BNS)[0] else "rows"
