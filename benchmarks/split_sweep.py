@@ -2,6 +2,7 @@
 and with the tile-local check, on shapes whose tiles leave SMs idle (NOTES_gemm.md, runs 18 and
 26). Usage: python3 benchmarks/split_sweep.py [--bn 256|192|128] [--shapes MxNxK,...] [--max-split S]"""
 import argparse
+import math
 import sys
 
 import torch
@@ -22,7 +23,7 @@ for shape in [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(","
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
     auto = cuda_gemm.global_split(*shape, 1, sms, args.bn)
     row = []
-    for split in range(1, min(args.max_split, -(-shape[2] // cuda_gemm.K_TILE)) + 1):
+    for split in range(1, min(args.max_split, math.ceil(shape[2] / cuda_gemm.K_TILE)) + 1):
         t = {n: v * 1e3 for n, v in graph_times({n: r.variant(n, "linear_global", split=split, bn=args.bn)
                                                  for n in variants}, sets).items()}
         row.append(f"k{split} " + "/".join(f"{t[n]:.1f}" for n in variants))

@@ -186,18 +186,24 @@ def _split3(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.stack([hi, mid, (r - mid.double()).to(dtype)], -2)
 
 
+def _tile_sums(v: torch.Tensor, bn: int) -> torch.Tensor:
+    """[..., T_N, 2, C] from v [..., N, C] (fp64): per bn-wide N-tile (zero-padded), the sum of its
+    rows and their sum weighted by (c + 1) / W_DEN, as the kernel's epilogue weighs the columns."""
+    n = v.shape[-2]
+    tiles = math.ceil(n / bn)
+    vt = F.pad(v, (0, 0, 0, tiles * bn - n)).view(*v.shape[:-2], tiles, bn, v.shape[-1])
+    pos = torch.arange(1, bn + 1, dtype=torch.float64, device=v.device)[:, None] / W_DEN
+    return torch.stack([vt.sum(-2), (vt * pos).sum(-2)], -2)
+
+
 def _tile_checksums(weight: torch.Tensor, bn: int, cache: bool = True) -> Tuple[torch.Tensor, float]:
     """(rows [WB, 8 T_N, K] in W's dtype, 1 / scale) of the tile-local check: per bn-wide N-tile,
     the sum of its W rows and their sum weighted by (c + 1) / W_DEN, each scaled by a power of two
     (max |sum| in [1, 2): fp16's exponent range) and split hi/mid/lo, a row of ones (sum x) and a
     zero row. One host sync per weight version (the scale)."""
     def make(w):
-        w3 = _batched(w).double()
-        wb, n, k = w3.shape
-        tiles = math.ceil(n / bn)
-        wt = F.pad(w3, (0, 0, 0, tiles * bn - n)).view(wb, tiles, bn, k)
-        pos = torch.arange(1, bn + 1, dtype=torch.float64, device=w.device) / W_DEN
-        sums = torch.stack([wt.sum(2), (wt * pos[:, None]).sum(2)], 2)  # [WB, T, 2, K]
+        sums = _tile_sums(_batched(w).double(), bn)  # [WB, T, 2, K]
+        wb, tiles, _, k = sums.shape
         top = float(sums.abs().max()) if sums.numel() else 0.0
         scale = 2.0 ** -math.floor(math.log2(top)) if math.isfinite(top) and top > 0 else 1.0
         parts = _split3(sums * scale, w.dtype).reshape(wb, tiles, 6, k)
@@ -211,11 +217,7 @@ def _bias_tile_sums(bias: torch.Tensor, bn: int, cache: bool = True) -> torch.Te
     """fp32 [T_N, 2]: per bn-wide N-tile, the sum of the bias and its sum weighted as the tile's
     columns are (the tile-local check's bias terms)."""
     def make(b):
-        n = b.numel()
-        tiles = math.ceil(n / bn)
-        bt = F.pad(b.double(), (0, tiles * bn - n)).view(tiles, bn)
-        pos = torch.arange(1, bn + 1, dtype=torch.float64, device=b.device) / W_DEN
-        return torch.stack([bt.sum(1), (bt * pos).sum(1)], 1).float().contiguous()
+        return _tile_sums(b.double()[:, None], bn)[..., 0].float().contiguous()
     return _tcache[bn][1].get(bias, make, cache)
 
 
@@ -491,9 +493,14 @@ def stream_config(m: int, n: int, k: int, wb: int, num_sms: int,
     return split, (2 if big else 1), warps
 
 
+def global_mtiles(m: int) -> int:
+    """128-row M-tiles of the global kernel."""
+    return math.ceil(m / GLOBAL_BM)
+
+
 def global_tiles(m: int, n: int, wb: int, bn: int, cluster: int = 1) -> int:
     """128 x bn tiles of the global kernel (M-tiles rounded up to whole clusters)."""
-    return wb * math.ceil(math.ceil(m / GLOBAL_BM) / cluster) * cluster * math.ceil(n / bn)
+    return wb * math.ceil(global_mtiles(m) / cluster) * cluster * math.ceil(n / bn)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -528,7 +535,7 @@ def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
                       widths: Tuple[int, ...]) -> Tuple[float, int, int]:
     """(estimated cost, width, split) of the cheapest of ``widths`` (see global_tile)."""
     nk = math.ceil(k / K_TILE)
-    few_rows = math.ceil(m / GLOBAL_BM) <= GLOBAL_FEW_MTILES
+    few_rows = global_mtiles(m) <= GLOBAL_FEW_MTILES
 
     def cost(bn):
         split = global_split(m, n, k, wb, num_sms, bn)
@@ -553,7 +560,7 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
     with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
     128x4096^2 23.6 -> 21.4 us, GPT-2 layers at M = 128-256 13 -> 10.6); above that its per-tile
     costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71)."""
-    mtiles = math.ceil(m / GLOBAL_BM)
+    mtiles = global_mtiles(m)
     if mtiles <= GLOBAL_FEW_MTILES:
         return "tiles" if mtiles == 1 or 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES else "rows"
     if k > 3072:
@@ -681,7 +688,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if thread:
         ws = _workspace("thread", dev, a.stream)
     elif protect:
-        ws, a.ws_rows, _ = _workspace("global", dev, a.stream, wb * m, wb * math.ceil(m / GLOBAL_BM))
+        ws, a.ws_rows, _ = _workspace("global", dev, a.stream, wb * m, wb * global_mtiles(m))
     else:
         ws = None
     if ws is not None:
