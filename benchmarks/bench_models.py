@@ -1,5 +1,5 @@
-"""Whole models on the GPU: eager, inductor (default backend) and backend="ft" (inductor), the
-ANCHORS.md configurations, random weights. Prints a table of ms per forward and ft's overhead
+"""Whole models on the GPU: eager, inductor (default backend) and backend="ft" (inductor), each
+without and with CUDA graphs (mode="reduce-overhead"), the ANCHORS.md configurations, random weights. Prints a table of ms per forward and ft's overhead
 over inductor, measured in one run, and writes JSON + markdown under --out.
 
     python benchmarks/bench_models.py --out benchmarks/results
@@ -70,6 +70,20 @@ def main() -> None:
             row["ft_ms"] = median_ms(lambda: ft(ids))
             first = lambda o: o[0] if isinstance(o, tuple) else (o.logits if hasattr(o, "logits") else o.last_hidden_state)
             row["max_abs_diff_vs_inductor"] = (first(out).float() - first(ref).float()).abs().max().item()
+            # CUDA graphs (mode="reduce-overhead"), both backends: these models are host-bound
+            # without them (one Python op call per site), so this pair compares the kernels.
+            del ind, ft
+            torch._dynamo.reset()
+            ind_g = torch.compile(model, mode="reduce-overhead")
+            row["inductor_graphs_ms"] = median_ms(lambda: ind_g(ids))
+            torch._dynamo.reset()
+            ft_g = torch.compile(model, backend="ft", mode="reduce-overhead")
+            try:
+                row["ft_graphs_ms"] = median_ms(lambda: ft_g(ids))
+                row["max_abs_diff_graphs"] = (first(ft_g(ids)).float() - first(ref).float()).abs().max().item()
+            except ftcompile.GraphCaptureError as exc:  # said, not hidden (NOTES.md)
+                row["ft_graphs_error"] = str(exc)
+            del ind_g, ft_g
         stats = ftcompile.stats()
         row["false_alarms"] = sum(v["detected"] for v in stats.values())
         row["checks"] = sum(v["checks"] for v in stats.values())
@@ -77,6 +91,7 @@ def main() -> None:
         row["sites_left"] = sum(not r.protected for r in records)
         row["schemes"] = {s: sum(r.scheme == s for r in records) for s in ("efta", "global", "thread", "none")}
         row["ft_over_inductor"] = row["ft_ms"] / row["inductor_ms"]
+        row["ft_over_inductor_graphs"] = row["ft_graphs_ms"] / row["inductor_graphs_ms"] if "ft_graphs_ms" in row else None
         rows.append(row)
         print(json.dumps(row), flush=True)
         del model
@@ -87,12 +102,17 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "models.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    lines = ["| model | eager ms | inductor ms | ft ms | ft / inductor | protected | left | schemes | max diff | false alarms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | eager ms | inductor ms | ft ms | ft / inductor | inductor, graphs ms | ft, graphs ms | "
+             "ft / inductor, graphs | protected | left | schemes | max diff | max diff, graphs | false alarms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        graphs = (f"{r['ft_graphs_ms']:.2f} | {r['ft_over_inductor_graphs']:.2f}x" if "ft_graphs_ms" in r
+                  else "capture refused | -")
+        diff_g = f"{r['max_abs_diff_graphs']:.2e}" if "max_abs_diff_graphs" in r else "-"
         lines.append(f"| {r['model']} | {r['eager_ms']:.2f} | {r['inductor_ms']:.2f} | {r['ft_ms']:.2f} | "
-                     f"{r['ft_over_inductor']:.2f}x | {r['sites_protected']} | {r['sites_left']} | "
-                     f"{r['schemes']} | {r['max_abs_diff_vs_inductor']:.2e} | {r['false_alarms']} |")
+                     f"{r['ft_over_inductor']:.2f}x | {r['inductor_graphs_ms']:.2f} | {graphs} | "
+                     f"{r['sites_protected']} | {r['sites_left']} | "
+                     f"{r['schemes']} | {r['max_abs_diff_vs_inductor']:.2e} | {diff_g} | {r['false_alarms']} |")
     table = "\n".join(lines)
     with open(os.path.join(args.out, "models.md"), "w") as f:
         f.write(f"# Whole models on {meta['gpu']} (torch {meta['torch']}, CUDA {meta['cuda']})\n\n{table}\n")

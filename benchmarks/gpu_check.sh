@@ -52,7 +52,7 @@ for part in $parts; do
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
-    models) timeout 240 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
+    models) timeout 520 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
             stamp "models rc=$?" ;;
     profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
              stamp "profile rc=$?" ;;

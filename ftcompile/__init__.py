@@ -1,6 +1,7 @@
 """ftcompile: fault-tolerant attention and linear layers behind ``torch.compile(backend="ft")``."""
 from .abft.injection import FaultSpec, inject
 from .config import FTConfig
+from .cudagraphs import GraphCaptureError
 from .hardware import DeviceSpec
 from .telemetry import FaultDetected, reset_stats, stats
 from . import ops  # noqa: F401  (registers torch.ops.ftcompile.*)
@@ -19,5 +20,5 @@ def register_site(name: str, kind: str, scheme: str = "auto", policy: str = "cor
     return register(name, kind, scheme, policy, c_sigma, e_max_safety, static_weight)
 
 
-__all__ = ["explain", "FTReport", "FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "inject", "stats",
+__all__ = ["explain", "FTReport", "FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "GraphCaptureError", "inject", "stats",
            "reset_stats", "register_site"]

@@ -13,6 +13,8 @@ from typing import Dict, List, Optional
 
 import torch
 
+from . import cudagraphs
+
 FIELDS = ("checks", "detected", "corrected", "uncorrectable", "nonfinite_inputs")
 CHECKS, DETECTED, CORRECTED, UNCORRECTABLE, NONFINITE_INPUTS = range(len(FIELDS))
 MAX_SITES = 4096
@@ -83,7 +85,8 @@ def counters(device: torch.device) -> torch.Tensor:
         with _lock:
             buf = _counters.get(device)
             if buf is None:
-                buf = torch.zeros(MAX_SITES, len(FIELDS), dtype=torch.int64, device=device)
+                buf, _ = cudagraphs.persistent(device, "the telemetry counters", lambda: torch.zeros(
+                    MAX_SITES, len(FIELDS), dtype=torch.int64, device=device))
                 _counters[device] = buf
     return buf
 

@@ -37,7 +37,6 @@ static int make_params(const HostArgs* a, Params& p) {
   p.alarms = reinterpret_cast<unsigned long long*>(a->alarms);
   p.dbg = reinterpret_cast<float*>(a->dbg);
   p.nf_token = reinterpret_cast<int*>(a->nf_token);
-  p.call_id = (int)a->call_id;
   p.inj = reinterpret_cast<const InjRec*>(a->inj);
   p.n_inj = (int)a->n_inj;
   p.inj_log = reinterpret_cast<float*>(a->inj_log);

@@ -13,7 +13,7 @@ struct HostArgs {
   int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
   int64_t variant;  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma; out: 1 or 2 ran
   int64_t kc, kn, vc;
-  int64_t policy, counters, alarms, dbg, nf_token, call_id, inj, n_inj, inj_log;
+  int64_t policy, counters, alarms, dbg, nf_token, inj, n_inj, inj_log;
   int64_t stream;
   double scale, kc_unscale, vc1_unscale, c_gemm, e_out, tol_agree;
 };

@@ -59,7 +59,7 @@ struct Params {
   unsigned long long* counters;  // this site's telemetry row
   unsigned long long* alarms;    // diagnostics (may be null)
   float* dbg;                    // max residual/threshold ratios (may be null)
-  int* nf_token; int call_id;    // count non-finite inputs once per call
+  int* nf_token;  // [2]: the call whose non-finite inputs were counted, the call sequence (prepass)
   const InjRec* inj; int n_inj; float* inj_log;  // [n_inj][2]: before, after
 };
 

@@ -871,7 +871,12 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
 __device__ __forceinline__ void report_call(const Params& p, bool nonfinite_in) {
   const bool nf = __syncthreads_or(nonfinite_in);
   if (threadIdx.x == 0) {
-    if (nf && atomicExch(p.nf_token, p.call_id) != p.call_id) atomicAdd(p.counters + kNonfinite, 1ull);
+    // Counted once per call: the call's number is the sequence the prepass advanced (on the device,
+    // so a CUDA-graph replay is a new call too).
+    if (nf) {
+      const int call = __ldcg(p.nf_token + 1);
+      if (atomicExch(p.nf_token, call) != call) atomicAdd(p.counters + kNonfinite, 1ull);
+    }
     if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.counters + kChecks, 1ull);
   }
 }
@@ -1050,6 +1055,7 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
   // The wgmma kernel that follows may launch now: its set-up (barriers, the Q tile, ||q||) overlaps
   // this kernel's last wave, and it waits for these checksums before it reads them (grid_dep_wait).
   grid_dep_launch_dependents();
+  if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.nf_token + 1, 1);
   using L = PrepassLay<D>;
   constexpr int CH = L::CH;
   const int tid = threadIdx.x, lt = tid / (8 * CH), r = (tid / CH) % 8, c = tid % CH;

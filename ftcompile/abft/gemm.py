@@ -19,12 +19,13 @@ possibly below the row threshold) and, under policy "recompute", recomputed whol
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
+from .. import cudagraphs
 from . import checksum, injection
 from .thresholds import BStats, b_stats, device_class, e_max, extrema_variance, vabft_from_stats
 
@@ -51,26 +52,36 @@ class WeightChecksums:
 class DerivedCache:
     """Data derived from a persistent tensor (a weight), recomputed when it changes in place.
 
-    Keyed by the base tensor and the view's geometry, so the transposed view of a parameter made
-    on every call still hits. Only for tensors that outlive the call (parameters, buffers): a
-    compiled graph's scratch buffer can be rewritten by a kernel without bumping ``_version``,
-    so callers pass ``cache=False`` for weights that are not parameters."""
+    Keyed by the tensor's storage and the view's geometry, so a transposed view of a parameter
+    made on every call still hits, and so does another tensor object over the same storage (in
+    the warm-up of inductor's CUDA graphs the ops see such aliases, not the parameter); the
+    version counter, which aliases share, tells a change in place. Only for tensors that outlive the call
+    (parameters, buffers): a compiled graph's scratch buffer can be rewritten by a kernel without
+    bumping ``_version``, so callers pass ``cache=False`` for weights that are not parameters."""
 
     def __init__(self):
         self._entries: Dict[tuple, tuple] = {}
+        self._captured: set = set()  # keys a CUDA-graph capture read: their values are never freed
 
     def get(self, t: torch.Tensor, make: Callable[[torch.Tensor], object], cache: bool = True):
         if not cache:
             return make(t)
-        base = t._base if t._base is not None else t
-        key = (id(base), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+        storage = t.untyped_storage()
+        key = (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
         hit = self._entries.get(key)
-        if hit is not None and hit[0]() is base and hit[1] == t._version:
+        if hit is not None and not hit[0].expired() and hit[1] == t._version:
+            if t.is_cuda and cudagraphs.capturing():
+                self._captured.add(key)
             return hit[2]
-        value = make(t)
-        if hit is None:
-            weakref.finalize(base, self._entries.pop, key, None)
-        self._entries[key] = (weakref.ref(base), t._version, value)
+        value, _ = cudagraphs.persistent(t.device, "a cached weight encoding", lambda: make(t))
+        if hit is not None and key in self._captured:  # a captured graph still reads its address
+            cudagraphs.retire(hit[2])
+            self._captured.discard(key)
+        if hit is None:  # a new storage: forget those that died since (their keys may be reused)
+            for k in [k for k, e in self._entries.items() if e[0].expired()]:
+                del self._entries[k]
+                self._captured.discard(k)
+        self._entries[key] = (StorageWeakRef(storage), t._version, value)
         return value
 
 

@@ -16,6 +16,8 @@ from typing import Iterator, List, Optional, Tuple, Union
 
 import torch
 
+from .. import cudagraphs
+
 GEMM_STAGES = ("accumulator", "output")
 ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale")
 STAGES = GEMM_STAGES + ATTENTION_STAGES
@@ -106,6 +108,12 @@ def inject(*specs: FaultSpec) -> Iterator[Injection]:
     """Activate fault specs for the block; yields the (first) Injection with its event log."""
     if not specs:
         raise ValueError("inject() needs at least one FaultSpec")
+    for spec in specs:  # a replay runs no host code: an injection there would silently not happen
+        hit = sorted(name for sid, name in cudagraphs.captured_sites() if spec.matches(sid, name))
+        if hit:
+            raise cudagraphs.GraphCaptureError(
+                f"ftcompile: cannot inject into {hit[0]}: it runs inside a captured CUDA graph "
+                f"(mode='reduce-overhead'); compile without CUDA graphs to inject faults")
     injections = [Injection(s) for s in specs]
     with _lock:
         _ACTIVE.extend(injections)
@@ -130,6 +138,10 @@ def pending(site_id: int, site_name: str, stages: Tuple[str, ...]) -> List[Injec
             if spec.calls is None or inj.calls_seen < spec.calls:
                 out.append(inj)
                 inj.calls_seen += 1
+    if out and cudagraphs.capturing():
+        raise cudagraphs.GraphCaptureError(
+            f"ftcompile: a fault is to be injected into {site_name} while a CUDA graph is being "
+            f"captured; its replays would not inject it - compile without CUDA graphs to inject faults")
     return out
 
 

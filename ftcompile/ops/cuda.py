@@ -50,6 +50,13 @@ def is_sm90(device: torch.device) -> bool:
     return torch.cuda.get_device_capability(device) == (9, 0)
 
 
+def raw_stream(device: torch.device) -> int:
+    """The current CUDA stream of ``device`` as a raw handle, as inductor's own launches take it
+    (torch.cuda.current_stream built a Stream object: ~15 us of each op's host time, NOTES.md)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return torch._C._cuda_getCurrentRawStream(index)
+
+
 # op name -> (supports(*tensors) -> bool, kernel). Filled by ftcompile.ops.kernels on load.
 _KERNELS: Dict[str, tuple] = {}
 

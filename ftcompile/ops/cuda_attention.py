@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import itertools
 import math
 import os
 import struct
@@ -39,7 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .. import config, telemetry
+from .. import config, cudagraphs, telemetry
 from ..abft import checksum, efta, injection
 from . import cuda
 
@@ -72,7 +71,7 @@ VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
-        "call_id inj n_inj inj_log stream").split()
+        "inj n_inj inj_log stream").split()
 _F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
 
 
@@ -83,7 +82,6 @@ class _HostArgs(ctypes.Structure):
 _INJ_REC_BYTES = 48
 _lock = threading.Lock()
 _last_kernel: Optional[str] = None
-_call_ids = itertools.count(1)
 _device_buffers: Dict[torch.device, Dict[str, torch.Tensor]] = {}
 _debug = False
 
@@ -173,9 +171,12 @@ def _buffers(device: torch.device) -> Dict[str, torch.Tensor]:
     with _lock:
         buf = _device_buffers.get(device)
         if buf is None:
-            buf = {"alarms": torch.zeros(len(ALARM_FIELDS), dtype=torch.int64, device=device),
-                   "debug": torch.zeros(len(DEBUG_FIELDS), dtype=torch.float32, device=device),
-                   "nf_token": torch.zeros(1, dtype=torch.int32, device=device)}
+            # nf_token: [the call whose non-finite inputs were counted, the call sequence]: the
+            # prepass advances the sequence on the device, so CUDA-graph replays count too.
+            buf, _ = cudagraphs.persistent(device, "the attention kernel's buffers", lambda: {
+                "alarms": torch.zeros(len(ALARM_FIELDS), dtype=torch.int64, device=device),
+                "debug": torch.zeros(len(DEBUG_FIELDS), dtype=torch.float32, device=device),
+                "nf_token": torch.zeros(2, dtype=torch.int32, device=device)})
             _device_buffers[device] = buf
     return buf
 
@@ -360,7 +361,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
         raise ValueError(f"ftcompile attention kernel: kernel {choice!r} is not one of {sorted(_VARIANTS)}")
     a.variant = _VARIANTS[choice]
     a.scale = scale
-    a.stream = torch.cuda.current_stream(device).cuda_stream
+    a.stream = cuda.raw_stream(device)
 
     keep = [q4, k4, v4, o4, mask4]  # alive until the launch is queued
     resolved, inj_log = [], None
@@ -383,7 +384,6 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
         a.alarms = bufs["alarms"].data_ptr()
         a.dbg = bufs["debug"].data_ptr() if _debug else 0
         a.nf_token = bufs["nf_token"].data_ptr()
-        a.call_id = next(_call_ids) % (2 ** 31 - 1) + 1
         injections = injection.pending(site.id, site.name, injection.ATTENTION_STAGES)
         if inj_rows is not None:
             scratch = torch.empty(inj_rows.shape[0], 2, dtype=torch.float32, device=device)

@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from .. import config, telemetry
+from .. import config, cudagraphs, telemetry
 from ..abft import checksum, gemm, injection
 from . import cuda
 
@@ -263,6 +263,11 @@ def _tma_ok(t3: torch.Tensor) -> bool:
 
 def _weight_maxabs(weight: torch.Tensor, cache: bool = True) -> float:
     """max |W| (one host sync per weight version): fp16 thread checksums must not overflow."""
+    if not cache and cudagraphs.capturing():
+        raise cudagraphs.GraphCaptureError(
+            "ftcompile: an fp16 weight computed in the graph needs max |W| on the host at every call "
+            "(the thread scheme's checksums must not overflow); this cannot run inside a CUDA graph - "
+            "compile without CUDA graphs, or protect the site with the global scheme")
     return _mcache.get(weight, lambda w: float(w.detach().abs().max()), cache)
 
 
@@ -275,22 +280,36 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
 
     thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global:
     (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
-    min (+inf) rows start; the rest starts at zero. Grown by doubling."""
+    min (+inf) rows start; the rest starts at zero. Grown by doubling; a replaced one is kept (a
+    CUDA graph may hold it). Captured without a warm-up on the capturing stream: one the graph
+    owns, initialised at every replay."""
     key = (kind, device, stream)
     hit = _ws.get(key)
     if kind == "thread":
         if hit is None:
-            hit = _ws[key] = torch.zeros(2, dtype=torch.int32, device=device)
+            hit, in_graph = cudagraphs.persistent(device, "the thread kernel's workspace",
+                                                  lambda: torch.zeros(2, dtype=torch.int32, device=device),
+                                                  per_graph=True)
+            if not in_graph:
+                _ws[key] = hit
         return hit
     if hit is None or hit[1] < rows or hit[2] < mtiles:
         rows_c = max(rows, 2 * hit[1] if hit else 0)
         mt_c = max(mtiles, 2 * hit[2] if hit else 0)
-        buf = torch.zeros(int(lib().ft_gemm_global_ws_bytes(rows_c, mt_c)), dtype=torch.uint8,
-                          device=device)
-        off = int(lib().ft_gemm_global_ws_extrema_offset(rows_c))
-        ext = buf[off: off + rows_c * 8].view(torch.float32)
-        ext[:rows_c].fill_(-math.inf)
-        ext[rows_c:].fill_(math.inf)
+
+        def make():
+            buf = torch.zeros(int(lib().ft_gemm_global_ws_bytes(rows_c, mt_c)), dtype=torch.uint8,
+                              device=device)
+            off = int(lib().ft_gemm_global_ws_extrema_offset(rows_c))
+            ext = buf[off: off + rows_c * 8].view(torch.float32)
+            ext[:rows_c].fill_(-math.inf)
+            ext[rows_c:].fill_(math.inf)
+            return buf
+        buf, in_graph = cudagraphs.persistent(device, "the global kernel's workspace", make, per_graph=True)
+        if in_graph:
+            return buf, rows_c, mt_c
+        if hit is not None:
+            cudagraphs.retire(hit)  # a captured graph may still use it
         hit = _ws[key] = (buf, rows_c, mt_c)
     return hit
 
@@ -298,13 +317,19 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
 def _split_workspace(device: torch.device, stream: int, tiles: int, splits: int):
     """(buffer, tiles, splits) of the global kernel's split-K workspace per (device, stream): flags
     (zero between calls: the kernel resets them) and the partial tiles of up to `tiles` tiles split
-    `splits` ways. Grown by doubling the tiles."""
+    `splits` ways. Grown by doubling the tiles; under CUDA graphs as _workspace."""
     key = ("split", device, stream)
     hit = _ws.get(key)
     if hit is None or hit[1] < tiles or hit[2] < splits:
         tiles_c, splits_c = max(tiles, 2 * hit[1] if hit else 0), max(splits, hit[2] if hit else 0)
-        buf = torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)), dtype=torch.uint8,
-                          device=device)
+        buf, in_graph = cudagraphs.persistent(
+            device, "the global kernel's split-K workspace",
+            lambda: torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)),
+                                dtype=torch.uint8, device=device), per_graph=True)
+        if in_graph:
+            return buf, tiles_c, splits_c
+        if hit is not None:
+            cudagraphs.retire(hit)  # a captured graph may still use it
         hit = _ws[key] = (buf, tiles_c, splits_c)
     return hit
 
@@ -619,7 +644,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     a.x_bstride, a.x_rstride = x3.stride(0), x3.stride(1)
     a.w_bstride, a.w_rstride = w3.stride(0), w3.stride(1)
     a.dtype, a.protect = DTYPES[x.dtype], int(protect)
-    a.stream, a.num_sms = torch.cuda.current_stream(dev).cuda_stream, _num_sms(dev)
+    a.stream, a.num_sms = cuda.raw_stream(dev), _num_sms(dev)
     keep = [x3, w3, y, bias]  # alive until the launch is queued
     raise_flag = None
     injections = []

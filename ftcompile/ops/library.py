@@ -18,12 +18,13 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import telemetry
+from .. import cudagraphs, telemetry
 from ..abft import efta, gemm
 from ..selection import SUPPORTED_DTYPES
 from . import cuda
 
 NEEDS_CONTIGUOUS = (torch.Tag.needs_contiguous_strides,)
+_NO_KERNEL = "no CUDA kernel takes this call; ftcompile.explain says why"
 
 
 def _record(site_id: int, device: torch.device, outcome: gemm.Outcome, site: telemetry.Site) -> None:
@@ -63,6 +64,7 @@ def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site
     _check_linear_args(x, weight, bias)
     site = telemetry.site(site_id)
     kernel = cuda.kernel_for(scheme, x, weight, bias, static_weight=site.static_weight)
+    cudagraphs.check_site(site_id, site.name, site.policy, None if kernel is not None else _NO_KERNEL)
     if kernel is not None:
         return kernel(x, weight, bias, site)
     reference = gemm.linear_global if scheme == "linear_global" else gemm.linear_thread
@@ -105,6 +107,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_c
                          f"k{tuple(k.shape)} v{tuple(v.shape)}")
     s = telemetry.site(site)
     kernel = cuda.kernel_for("attention", q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=enable_gqa)
+    cudagraphs.check_site(site, s.name, s.policy, None if kernel is not None else _NO_KERNEL)
     if kernel is not None:
         return kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, s)
     with torch.no_grad():

@@ -1,0 +1,83 @@
+"""What CUDA-graph capture asks of the ops (ftcompile.cudagraphs), on the CPU: capture is simulated,
+so these tests run without a GPU; tests/test_cuda_e2e.py captures real graphs."""
+import pytest
+import torch
+
+import ftcompile
+from ftcompile import FaultSpec, cudagraphs, inject
+from ftcompile.abft import injection
+
+
+@pytest.fixture
+def capture(monkeypatch):
+    """Pretend the current stream is capturing; forget the sites recorded meanwhile."""
+    monkeypatch.setattr(cudagraphs, "capturing", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    saved = set(cudagraphs._captured)
+    yield
+    cudagraphs._captured.clear()
+    cudagraphs._captured.update(saved)
+
+
+def test_policy_raise_refused_under_capture(capture):
+    with pytest.raises(ftcompile.GraphCaptureError, match="policy 'raise'"):
+        cudagraphs.check_site(7, "layer.fc", "raise")
+    assert (7, "layer.fc") not in cudagraphs.captured_sites()
+
+
+def test_reference_fallback_refused_under_capture(capture):
+    with pytest.raises(ftcompile.GraphCaptureError, match="reference op .*fp32"):
+        cudagraphs.check_site(7, "layer.fc", "correct", "fp32")
+
+
+def test_captured_site_recorded_and_injection_refused(capture):
+    cudagraphs.check_site(7, "layer.fc", "correct")
+    assert (7, "layer.fc") in cudagraphs.captured_sites()
+    with pytest.raises(ftcompile.GraphCaptureError, match="cannot inject into layer.fc"):
+        with inject(FaultSpec(site="layer.*", stage="output")):
+            pass
+    with pytest.raises(ftcompile.GraphCaptureError, match="cannot inject into layer.fc"):
+        with inject(FaultSpec(site=7, stage="output")):
+            pass
+    with inject(FaultSpec(site="other.*", stage="output")):  # a site never captured: fine
+        pass
+
+
+def test_pending_injection_refused_under_capture(capture):
+    with inject(FaultSpec(site="layer.fc", stage="output")):  # armed before any capture
+        with pytest.raises(ftcompile.GraphCaptureError, match="would not inject"):
+            injection.pending(3, "layer.fc", injection.GEMM_STAGES)
+        assert injection.pending(3, "other", injection.GEMM_STAGES) == []  # not this site: no error
+
+
+def test_outside_capture_nothing_is_refused():
+    assert not cudagraphs.capturing()
+    cudagraphs.check_site(7, "layer.fc", "raise", "fp32")
+    buf, in_graph = cudagraphs.persistent(torch.device("cpu"), "a buffer", lambda: torch.zeros(3),
+                                          per_graph=True)
+    assert buf.sum() == 0 and not in_graph
+
+
+def test_persistent_state_not_created_during_capture(capture):
+    with pytest.raises(ftcompile.GraphCaptureError, match="the telemetry counters would be created"):
+        cudagraphs.persistent(torch.device("cuda", 0), "the telemetry counters", lambda: 1)
+    # a self-cleaning workspace may belong to the graph instead (not cached by the caller)
+    assert cudagraphs.persistent(torch.device("cuda", 0), "a workspace", lambda: 1, per_graph=True) == (1, True)
+
+
+def test_replaced_cache_entry_retired_only_if_captured(monkeypatch):
+    """A cache entry a capture read is kept alive when the weight changes (the graph holds its
+    address); one no capture read is freed as before."""
+    cache = ftcompile.abft.gemm.DerivedCache()
+    w = torch.ones(4, 4)
+    retired = []
+    monkeypatch.setattr(cudagraphs, "retire", retired.append)
+    first = cache.get(w, lambda t: t.sum())
+    w.add_(1)
+    second = cache.get(w, lambda t: t.sum())
+    assert retired == [] and second == 32 and first == 16
+    key = next(iter(cache._entries))
+    cache._captured.add(key)  # as a hit under capture records it (CUDA tensors only)
+    w.add_(1)
+    assert cache.get(w, lambda t: t.sum()) == 48
+    assert len(retired) == 1 and retired[0] is second and key not in cache._captured
