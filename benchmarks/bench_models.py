@@ -1,6 +1,7 @@
 """Whole models on the GPU: eager, inductor (default backend) and backend="ft" (inductor), each
-without and with CUDA graphs (mode="reduce-overhead"), the ANCHORS.md configurations, random weights. Prints a table of ms per forward and ft's overhead
-over inductor, measured in one run, and writes JSON + markdown under --out.
+without and with CUDA graphs (mode="reduce-overhead"), the ANCHORS.md configurations, random
+weights. Prints a table of ms per forward and ft's overhead over inductor, measured in one run,
+and writes JSON + markdown under --out.
 
     python benchmarks/bench_models.py --out benchmarks/results
 """

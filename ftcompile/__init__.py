@@ -20,5 +20,5 @@ def register_site(name: str, kind: str, scheme: str = "auto", policy: str = "cor
     return register(name, kind, scheme, policy, c_sigma, e_max_safety, static_weight)
 
 
-__all__ = ["explain", "FTReport", "FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "GraphCaptureError", "inject", "stats",
-           "reset_stats", "register_site"]
+__all__ = ["explain", "FTReport", "FTConfig", "DeviceSpec", "FaultSpec", "FaultDetected", "GraphCaptureError",
+           "inject", "stats", "reset_stats", "register_site"]

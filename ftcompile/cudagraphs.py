@@ -66,10 +66,9 @@ def persistent(device: torch.device, what: str, make: Callable[[], T], per_graph
 
     def run():
         with torch.cuda.device(index):
-            with _lock:
-                side = _side.get(index)
-                if side is None:
-                    side = _side[index] = torch.cuda.Stream(index)
+            side = _side.get(index)  # only the helper thread touches _side
+            if side is None:
+                side = _side[index] = torch.cuda.Stream(index)
             side.wait_event(ready)
             with torch.cuda.stream(side), torch.no_grad():  # grad mode is per thread: state needs none
                 value = make()

@@ -81,3 +81,14 @@ def test_replaced_cache_entry_retired_only_if_captured(monkeypatch):
     w.add_(1)
     assert cache.get(w, lambda t: t.sum()) == 48
     assert len(retired) == 1 and retired[0] is second and key not in cache._captured
+
+
+def test_uncached_host_sync_refused_under_capture(monkeypatch, capture):
+    """A weight computed in the graph (nothing cached) whose encoding reads a value on the host:
+    refused at capture with the error; one that needs no host value is computed in the graph."""
+    cache = ftcompile.abft.gemm.DerivedCache()
+    w = torch.ones(2, 2)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    with pytest.raises(ftcompile.GraphCaptureError, match="needs max"):
+        cache.get(w, lambda t: float(t.max()), cache=False, host_sync="max |W|")
+    assert cache.get(w, lambda t: t.sum(), cache=False) == 4

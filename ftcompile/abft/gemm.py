@@ -63,8 +63,15 @@ class DerivedCache:
         self._entries: Dict[tuple, tuple] = {}
         self._captured: set = set()  # keys a CUDA-graph capture read: their values are never freed
 
-    def get(self, t: torch.Tensor, make: Callable[[torch.Tensor], object], cache: bool = True):
+    def get(self, t: torch.Tensor, make: Callable[[torch.Tensor], object], cache: bool = True,
+            host_sync: Optional[str] = None):
+        """make(t), cached unless ``cache`` is False. ``host_sync``: what make reads on the host,
+        which a CUDA graph cannot do at every call (refused at capture where nothing is cached)."""
         if not cache:
+            if host_sync and t.is_cuda and cudagraphs.capturing():
+                raise cudagraphs.GraphCaptureError(
+                    f"ftcompile: a weight computed in the graph needs {host_sync} on the host at every "
+                    f"call; this cannot run inside a CUDA graph - compile without CUDA graphs")
             return make(t)
         storage = t.untyped_storage()
         key = (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)

@@ -210,7 +210,7 @@ def _tile_checksums(weight: torch.Tensor, bn: int, cache: bool = True) -> Tuple[
         extra = torch.zeros(wb, tiles, 2, k, dtype=w.dtype, device=w.device)
         extra[:, :, 0] = 1
         return torch.cat([parts, extra], 2).reshape(wb, tiles * TILE_CHECK_ROWS, k).contiguous(), 1.0 / scale
-    return _tcache[bn][0].get(weight, make, cache)
+    return _tcache[bn][0].get(weight, make, cache, host_sync="the tile checksums' scale")
 
 
 def _bias_tile_sums(bias: torch.Tensor, bn: int, cache: bool = True) -> torch.Tensor:
@@ -263,12 +263,8 @@ def _tma_ok(t3: torch.Tensor) -> bool:
 
 def _weight_maxabs(weight: torch.Tensor, cache: bool = True) -> float:
     """max |W| (one host sync per weight version): fp16 thread checksums must not overflow."""
-    if not cache and cudagraphs.capturing():
-        raise cudagraphs.GraphCaptureError(
-            "ftcompile: an fp16 weight computed in the graph needs max |W| on the host at every call "
-            "(the thread scheme's checksums must not overflow); this cannot run inside a CUDA graph - "
-            "compile without CUDA graphs, or protect the site with the global scheme")
-    return _mcache.get(weight, lambda w: float(w.detach().abs().max()), cache)
+    return _mcache.get(weight, lambda w: float(w.detach().abs().max()), cache,
+                       host_sync="max |W| (the fp16 thread scheme's overflow guard)")
 
 
 # ----------------------------------------------------------------------------- workspaces
@@ -287,11 +283,8 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
     hit = _ws.get(key)
     if kind == "thread":
         if hit is None:
-            hit, in_graph = cudagraphs.persistent(device, "the thread kernel's workspace",
-                                                  lambda: torch.zeros(2, dtype=torch.int32, device=device),
-                                                  per_graph=True)
-            if not in_graph:
-                _ws[key] = hit
+            hit = _new_workspace(key, None, "the thread kernel's workspace",
+                                 lambda: torch.zeros(2, dtype=torch.int32, device=device))
         return hit
     if hit is None or hit[1] < rows or hit[2] < mtiles:
         rows_c = max(rows, 2 * hit[1] if hit else 0)
@@ -304,14 +297,21 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
             ext = buf[off: off + rows_c * 8].view(torch.float32)
             ext[:rows_c].fill_(-math.inf)
             ext[rows_c:].fill_(math.inf)
-            return buf
-        buf, in_graph = cudagraphs.persistent(device, "the global kernel's workspace", make, per_graph=True)
-        if in_graph:
             return buf, rows_c, mt_c
-        if hit is not None:
-            cudagraphs.retire(hit)  # a captured graph may still use it
-        hit = _ws[key] = (buf, rows_c, mt_c)
+        hit = _new_workspace(key, hit, "the global kernel's workspace", make)
     return hit
+
+
+def _new_workspace(key: tuple, old, what: str, make):
+    """make()'s workspace for key = (kind, device, stream), made off the CUDA-graph pools and cached
+    in place of ``old``, which is kept (a captured graph may hold it); during a capture with no
+    warm-up on its stream, one the graph owns and that is not cached."""
+    value, in_graph = cudagraphs.persistent(key[1], what, make, per_graph=True)
+    if not in_graph:
+        if old is not None:
+            cudagraphs.retire(old)
+        _ws[key] = value
+    return value
 
 
 def _split_workspace(device: torch.device, stream: int, tiles: int, splits: int):
@@ -322,15 +322,9 @@ def _split_workspace(device: torch.device, stream: int, tiles: int, splits: int)
     hit = _ws.get(key)
     if hit is None or hit[1] < tiles or hit[2] < splits:
         tiles_c, splits_c = max(tiles, 2 * hit[1] if hit else 0), max(splits, hit[2] if hit else 0)
-        buf, in_graph = cudagraphs.persistent(
-            device, "the global kernel's split-K workspace",
-            lambda: torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)),
-                                dtype=torch.uint8, device=device), per_graph=True)
-        if in_graph:
-            return buf, tiles_c, splits_c
-        if hit is not None:
-            cudagraphs.retire(hit)  # a captured graph may still use it
-        hit = _ws[key] = (buf, tiles_c, splits_c)
+        hit = _new_workspace(key, hit, "the global kernel's split-K workspace", lambda: (
+            torch.zeros(int(lib().ft_gemm_global_split_bytes(tiles_c, splits_c)), dtype=torch.uint8,
+                        device=device), tiles_c, splits_c))
     return hit
 
 
