@@ -37,7 +37,8 @@ LLAMA8 = [(4096, 1024), (4096, 14336), (14336, 4096)]
 # The global scheme's compute-bound table (M x N x K): GPT-2 layers at 4096 rows, Llama layers at
 # 2048, squares.
 GLOBAL_SHAPES = ([(8192, 2304, 768), (8192, 768, 3072), (4096, 4096, 4096)]
-                 + [(4096, n, k) for k, n in GPT2] + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
+                 + [(4096, n, k) for k, n in GPT2] + [(4096, 50257, 768)]  # GPT-2's LM head: N % 8 != 0
+                 + [(2048, n, k) for k, n in LLAMA7 + LLAMA8]
                  + [(s, s, s) for s in (1024, 2048, 8192)])
 
 

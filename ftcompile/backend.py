@@ -54,22 +54,28 @@ def rewrite(gm: GraphModule, example_inputs, config: FTConfig) -> GraphModule:
         gm.graph.lint()
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    _precompute_weight_checksums(gm, values)
+    _prepare_weights(gm, values)
     for records in _collectors:
         records.extend(ctx.records)
     return gm
 
 
-def _precompute_weight_checksums(gm: GraphModule, values) -> None:
+def _prepare_weights(gm: GraphModule, values) -> None:
     """Offline encoding: checksum every global-ABFT parameter now, at compile time (weights
-    computed in the graph are encoded per call and never cached)."""
+    computed in the graph are encoded per call and never cached). Every linear site's parameters
+    are registered as the owners of their storage (see gemm.register_owner)."""
+    linears = (torch.ops.ftcompile.linear_global.default, torch.ops.ftcompile.linear_thread.default)
     for node in gm.graph.nodes:
-        if (node.target is torch.ops.ftcompile.linear_global.default
-                and telemetry.site(node.args[3]).static_weight):
-            w, transposed = node.args[1], node.args[4]
-            real = values.get(w.name) if w.op == "placeholder" else None
-            if isinstance(real, torch.Tensor) and not isinstance(real, torch._subclasses.FakeTensor):
-                gemm.weight_checksums(real.transpose(-2, -1) if transposed else real)
+        if node.target not in linears or not telemetry.site(node.args[3]).static_weight:
+            continue
+        w, bias, transposed = node.args[1], node.args[2], node.args[4]
+        real = {a: values.get(a.name) for a in (w, bias) if isinstance(a, torch.fx.Node) and a.op == "placeholder"}
+        real = {a: v for a, v in real.items()
+                if isinstance(v, torch.Tensor) and not isinstance(v, torch._subclasses.FakeTensor)}
+        for value in real.values():
+            gemm.register_owner(value)
+        if node.target is linears[0] and w in real:
+            gemm.weight_checksums(real[w].transpose(-2, -1) if transposed else real[w])
 
 
 def ft_backend(gm: GraphModule, example_inputs, options: Any = None, mode: Optional[str] = None

@@ -167,6 +167,67 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     assert s["checks"] == 1 and s["detected"] == 0 and s["nonfinite_inputs"] == 0
 
 
+def _capture_mask_maps(monkeypatch):
+    maps = []
+    real = ca._mask_map
+
+    def capture(a, device):
+        buf = real(a, device)
+        maps.append(buf)
+        return buf
+    monkeypatch.setattr(ca, "_mask_map", capture)
+    return maps
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,kern", TILINGS)
+def test_causal_mask_tensor_runs_like_is_causal(d, kern, monkeypatch):
+    """A causal mask given as a tensor (as HF models pass it): its tile map skips the tiles past
+    the diagonal and takes the unmasked path below it, so the output is is_causal's."""
+    _use(kern, monkeypatch)
+    maps = _capture_mask_maps(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    sq = 300  # 5 key tiles, the last partial
+    q, k, v = _inputs(2, 4, 2, sq, sq, d, torch.bfloat16, gen)
+    tril = torch.ones(sq, sq, dtype=torch.bool, device="cuda").tril()[None, None]
+    name = f"causal-tensor-{d}-{kern}"
+    sid = site(name, "attention")
+    out = torch.ops.ftcompile.attention(q, k, v, tril, False, None, True, sid)
+    assert _ran(kern)
+    causal = torch.ops.ftcompile.attention(q, k, v, None, True, None, True, sid)
+    ref = _sdpa(q, k, v, None, True, None, True, torch.float64)
+    torch_err = (_sdpa(q, k, v, None, True, None, True).double() - ref).abs().max()
+    assert (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    torch.testing.assert_close(out, causal, rtol=2.0 ** -7, atol=1e-5)
+    # per 64-row block: key tiles to visit, n_tiles - the first tile the mask is not all zero on
+    assert maps[0].tolist() == [[1, 5], [2, 4], [3, 3], [4, 2], [5, 1]]
+    assert _stats(name)["detected"] == 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("d,kern", TILINGS)
+def test_padding_mask_skips_padded_tiles(d, kern, monkeypatch):
+    """A [B, 1, 1, Sk] padding mask (BERT's): one map entry per sequence; tiles past its length are
+    skipped, those before the first padded key take the unmasked path."""
+    _use(kern, monkeypatch)
+    maps = _capture_mask_maps(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    q, k, v = _inputs(3, 2, 2, 200, 320, d, torch.float16, gen)
+    lengths = [320, 150, 128]
+    keep = torch.arange(320, device="cuda")[None, :] < torch.tensor(lengths, device="cuda")[:, None]
+    mask = torch.where(keep, 0.0, float("-inf")).to(torch.float16)[:, None, None, :]
+    name = f"padding-{d}-{kern}"
+    sid = site(name, "attention")
+    out = torch.ops.ftcompile.attention(q, k, v, mask, False, None, False, sid)
+    assert _ran(kern)
+    ref = _sdpa(q, k, v, mask, False, None, False, torch.float64)
+    torch_err = (_sdpa(q, k, v, mask, False, None, False).double() - ref).abs().max()
+    assert (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    # 320 keys: 5 tiles; length 150: 3 live, masked from tile 2; 128: 2 live, from tile 2 (all -inf)
+    assert maps[0].tolist() == [[5, 0], [3, 3], [2, 3]]
+    assert _stats(name)["detected"] == 0
+
+
 @needs_gpu
 def test_fully_masked_rows_give_zero_like_sdpa():
     sid = site("cuda-masked-rows", "attention")

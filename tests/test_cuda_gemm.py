@@ -167,6 +167,8 @@ SHAPES = [  # (x shape, N, K): tails in M, N and K, odd N, batched weights
     ((2, 7, 4096), 4096, 4096), ((256, 512), 384, 512), ((40, 1024), 3000, 1024),
     # thread kernel: x rows split over 2 and 4 warps (one W pass), and K not a multiple of 8 (padded)
     ((48, 512), 264, 512), ((100, 1024), 3000, 1024), ((1, 13), 512, 13), ((70, 30), 200, 30),
+    # N % 8 != 0 over many rows and column segments (rows start at every alignment): GPT-2's LM head
+    ((2, 150, 128), 1001, 128), ((256, 768), 50257, 768),
 ]
 
 

@@ -92,3 +92,18 @@ def test_uncached_host_sync_refused_under_capture(monkeypatch, capture):
     with pytest.raises(ftcompile.GraphCaptureError, match="needs max"):
         cache.get(w, lambda t: float(t.max()), cache=False, host_sync="max |W|")
     assert cache.get(w, lambda t: t.sum(), cache=False) == 4
+
+
+def test_capture_miss_says_why():
+    """The capture error names the reason a weight missed the cache: changed in place, or a
+    storage no warm-up saw (a copy of a warmed-up weight of the same geometry)."""
+    cache = ftcompile.abft.gemm.DerivedCache()
+    w = torch.ones(4, 3)
+    cache.get(w, lambda t: t.sum())
+    key = cache.key
+    copy = w.clone()
+    assert "perhaps a copy of one of the 1 warmed-up" in cache._miss_reason(copy, key(copy), None, 0)
+    assert "perhaps" not in cache._miss_reason(copy.t(), key(copy.t()), None, 0)
+    w.add_(1)
+    hit = cache._entries[key(w)]
+    assert "version 0 -> 1" in cache._miss_reason(w, key(w), hit, w._version)

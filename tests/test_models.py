@@ -91,6 +91,23 @@ def test_injected_fault_is_corrected_and_counted_at_its_site_only(name):
     assert others and all(v["detected"] == 0 for v in others.values())
 
 
+def test_weights_updated_in_place_after_compile_are_followed():
+    """The backend registers each protected linear's parameters as their storage's owners, so
+    tensors inductor rebuilds over them (own version counters) still see in-place updates."""
+    from torch._C._dynamo.guards import _reinterpret_tensor
+    model, args = build("gpt2", "sdpa"), inputs("gpt2")
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    with torch.no_grad():
+        compiled(*args)
+        conv = model.transformer.h[0].attn.c_attn  # Conv1D: x @ W, the weight taken transposed
+        rebuilt = _reinterpret_tensor(conv.weight, conv.weight.shape, conv.weight.stride(), 0)
+        assert ftcompile.abft.gemm.owner_version(rebuilt) == conv.weight._version != rebuilt._version
+        conv.weight.mul_(0.5)
+        ftcompile.reset_stats()
+        torch.testing.assert_close(first(compiled(*args)), first(model(*args)), rtol=TOL, atol=TOL)
+    assert sum(v["detected"] for v in ftcompile.stats().values()) == 0
+
+
 def test_attention_fault_in_compiled_model_is_corrected():
     model, args = build("llama", "eager"), inputs("llama")
     compiled = torch.compile(model, backend="ft", options={"eager": True})

@@ -2,6 +2,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._C._dynamo.guards import _reinterpret_tensor
 
 import ftcompile
 from ftcompile import FaultDetected, FaultSpec, inject
@@ -264,6 +265,26 @@ def test_weights_rewritten_without_a_version_bump_are_not_served_stale():
         alias.copy_(torch.randn(32, 64))
     assert _stats("scratch-False")["detected"] == 0
     assert _stats("scratch-True")["detected"] > 0  # why the backend never caches such weights
+
+
+def test_registered_parameter_updates_seen_through_rebuilt_aliases():
+    """Inductor hands ops tensors rebuilt over a parameter's storage (reinterpret_tensor: own
+    version counter, always 0); the backend registers the parameter as its storage's owner, so an
+    in-place update of the parameter still renews the cached checksums."""
+    lin = torch.nn.Linear(64, 32, bias=False)
+    ftcompile.abft.gemm.register_owner(lin.weight)
+    sid = site("rebuilt")
+    x = torch.randn(8, 64)
+    rebuilt = lambda p: _reinterpret_tensor(p, p.shape, p.stride(), 0)  # what inductor's code calls
+    torch.ops.ftcompile.linear_global(x, rebuilt(lin.weight), None, sid)
+    before = lin.weight._version
+    with torch.no_grad():
+        lin.weight.mul_(3.0)
+    alias = rebuilt(lin.weight)
+    assert alias._version == 0 and lin.weight._version == before + 1  # the alias did not see it
+    y = torch.ops.ftcompile.linear_global(x, alias, None, sid)
+    torch.testing.assert_close(y, x @ lin.weight.detach().t(), rtol=1e-5, atol=1e-5)
+    assert _stats("rebuilt")["detected"] == 0
 
 
 def test_transposed_weight_argument():

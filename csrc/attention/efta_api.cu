@@ -12,6 +12,9 @@ static int make_params(const HostArgs* a, Params& p) {
     return EFTA_ERR_ARGS;
   if (a->B > 65535 || a->Hq > 65535 || a->n_inj > kMaxInj || a->n_tiles != (a->Sk + kBlockN - 1) / kBlockN)
     return EFTA_ERR_ARGS;
+  if (a->mask_map != 0 && (a->mask == 0 || (a->mc_sb != 0) != (a->m_sb != 0) ||
+                           (a->mc_sh != 0) != (a->m_sh != 0) || (a->mc_sq != 0) != (a->m_sq != 0)))
+    return EFTA_ERR_ARGS;
   if (a->protect && (a->kc == 0 || a->kn == 0 || a->vc == 0 || a->counters == 0 || a->nf_token == 0))
     return EFTA_ERR_ARGS;
   p.q = reinterpret_cast<const void*>(a->q);
@@ -24,6 +27,8 @@ static int make_params(const HostArgs* a, Params& p) {
   p.o_sb = a->o_sb; p.o_sh = a->o_sh; p.o_ss = a->o_ss;
   p.mask = reinterpret_cast<const float*>(a->mask);
   p.m_sb = a->m_sb; p.m_sh = a->m_sh; p.m_sq = a->m_sq; p.m_sk = a->m_sk;
+  p.mask_map = reinterpret_cast<const int*>(a->mask_map);
+  p.mc_sb = a->mc_sb; p.mc_sh = a->mc_sh; p.mc_sq = a->mc_sq;
   p.B = (int)a->B; p.Hq = (int)a->Hq; p.Hk = (int)a->Hk; p.Sq = (int)a->Sq; p.Sk = (int)a->Sk;
   p.causal = (int)a->causal; p.n_tiles = (int)a->n_tiles;
   p.scale = (float)a->scale;
@@ -80,6 +85,8 @@ extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   Maps maps;
   a->variant = choose_variant(a, maps);
   if (a->variant == 0) return EFTA_ERR_TMAP;
+  if (p.mask_map != nullptr)  // before the kernels (and the prepass, which the wgmma kernel overlaps)
+    if (cudaError_t em = launch_mask_map(p, s)) return (int)em;
   if (a->variant == 2) {
     if (a->dtype == 0)
       e = a->D == 64 ? launch_sm90_bf16_64(p, maps, prot, s) : launch_sm90_bf16_128(p, maps, prot, s);

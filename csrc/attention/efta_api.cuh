@@ -10,6 +10,9 @@ struct HostArgs {
   int64_t q, k, v, o;
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   int64_t mask, m_sb, m_sh, m_sq, m_sk;
+  // The mask's tile map (0: none): int32 [blocks][2], zeroed by the caller; the strides in blocks
+  // (Params) are nonzero exactly where the mask's are.
+  int64_t mask_map, mc_sb, mc_sh, mc_sq;
   int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
   int64_t variant;  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma; out: 1 or 2 ran
   int64_t kc, kn, vc;
@@ -32,6 +35,7 @@ cudaError_t launch_sm90_bf16_64(const Params& p, const Maps& m, bool protect, cu
 cudaError_t launch_sm90_bf16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s);
 cudaError_t launch_sm90_fp16_64(const Params& p, const Maps& m, bool protect, cudaStream_t s);
 cudaError_t launch_sm90_fp16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s);
+cudaError_t launch_mask_map(const Params& p, cudaStream_t s);
 cudaError_t prepass_bf16_64(const Params& p, cudaStream_t s);
 cudaError_t prepass_bf16_128(const Params& p, cudaStream_t s);
 cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s);

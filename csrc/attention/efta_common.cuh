@@ -45,6 +45,13 @@ struct Params {
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
   const float* mask;  // additive fp32 (-inf = masked), broadcast through zero strides; may be null
   int64_t m_sb, m_sh, m_sq, m_sk;
+  // The mask's tile map (efta_mask_map.cu; null: every tile up to the last takes the mask): per
+  // (mask batch, mask head, block of 64 query rows) two ints, the key tiles to visit (up to the
+  // last one not entirely -inf) and n_tiles - the first tile where the mask is not all zero (the
+  // tiles from there take the masked path). mc_*: strides in blocks of each query dimension (0
+  // where the mask broadcasts).
+  const int* mask_map;
+  int64_t mc_sb, mc_sh, mc_sq;
   int B, Hq, Hk, Sq, Sk, causal, n_tiles;
   float scale;
   // protection

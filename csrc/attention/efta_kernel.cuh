@@ -117,6 +117,12 @@ __device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0, 
   if (r0 < p.Sq) {
     n = p.n_tiles;
     if (p.causal) n = min(n, (min(r0 + rows, p.Sq) - 1) / kBlockN + 1);
+    if (p.mask_map != nullptr) {  // past the mask's last live key tile every score is -inf: skipped
+      int live = 1;  // a row masked whole still visits tile 0, as without the map
+      const int* mm = p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh);
+      for (int qb = r0 >> 6; qb <= (min(r0 + rows, p.Sq) - 1) >> 6; ++qb) live = max(live, __ldg(mm + 2 * qb * p.mc_sq));
+      n = min(n, live);
+    }
     for (int r = 0; r < p.n_inj; ++r) {
       const InjRec rec = p.inj[r];
       if (hits(rec, b, h, r0, rows)) {
@@ -127,6 +133,21 @@ __device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0, 
   }
   if (injected != nullptr) *injected = hit;
   return n;
+}
+
+// The first key tile that the warp whose rows start at wrow0 (a multiple of 16: its rows lie in one
+// 64-row block) takes with the masked softmax: where the mask stops adding only zeros (its tile
+// map; 0 without one), the last tile if partial, the diagonal when causal (j0 + 63 > wrow0 holds
+// from tile wrow0 / 64 on). One int held across the tile loop in place of three tests (a per-tile
+// map pointer held there cost the d=64 wgmma kernel 236 B of spills).
+__device__ __forceinline__ int masked_from(const Params& p, int b, int h, int wrow0) {
+  int from = p.n_tiles;
+  if (p.mask != nullptr)
+    from = p.mask_map == nullptr ? 0
+         : p.n_tiles - __ldg(p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh + (wrow0 >> 6) * p.mc_sq) + 1);
+  if (p.Sk % kBlockN != 0) from = min(from, p.n_tiles - 1);
+  if (p.causal) from = min(from, wrow0 / kBlockN);
+  return from;
 }
 
 // The context of a warp whose `rows` query rows start at wrow0 (per tile: t, j0, A).
@@ -984,7 +1005,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
         cx.A = kProtect ? sKn[stg * 4 + tq] : 0.f;
         const uint32_t sK = smem_u32(sKp + stg * kBlockN * D), sV = smem_u32(sVp + stg * kBlockN * D);
         const uint32_t sKc = smem_u32(sKcp + stg * 8 * D), sVc = smem_u32(sVcp + stg * kBlockN * 8);
-        const bool masked = above || p.mask != nullptr || j0 + kBlockN > p.Sk || (p.causal && j0 + kBlockN - 1 > wrow0);
+        const bool masked = above || t >= masked_from(p, b, h, wrow0);  // per tile: held across the loop, 32 B more spills
         const bool hooks = warp_inj && kAbl < 2;
         if (masked) {
           if (hooks)

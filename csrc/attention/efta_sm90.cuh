@@ -157,7 +157,8 @@ struct Ring {
 // the uniform warpgroup index: derived from the thread index instead, ptxas re-read it every tile).
 template <typename T, int D, bool kProtect, bool kHooks>
 __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
-                                        int n, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1, int bar) {
+                                        int n, int mfrom, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1,
+                                        int bar) {
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
@@ -222,7 +223,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
         });
     }
     TileOut<1> to;
-    const bool masked = p.mask != nullptr || cx.j0 + kBlockN > p.Sk || (p.causal && cx.j0 + kBlockN - 1 > cx.wrow0);
+    const bool masked = t >= mfrom;
     if (masked) {
       softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qn, to, cx, hooks);
       check_tile<kProtect, true>(s, sc, st.qn, to, cx);
@@ -427,10 +428,11 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       if (first) grid_dep_wait();  // the key norms: the prepass's
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
     Alarm1<1>* a1 = L::kAlarmRecs ? alarm_recs + (tid - 128) : nullptr;
+    const int mfrom = masked_from(p, b, h, row0);
     if (kProtect && first && injected)
-      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1, kBarOr + c);
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, kBarOr + c);
     else
-      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, pos0, first, nonfinite_in, a1, kBarOr + c);
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, kBarOr + c);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
     for (int t = n; t < n_cta; ++t) {
       const int slot = (pos0 + t) % S;

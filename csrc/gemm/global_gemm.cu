@@ -62,6 +62,44 @@ constexpr int W_DEN = 256;
 // fragment writes and the 16-byte row reads are both bank-conflict free), then stores whole rows.
 constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
 
+// A warp's 16 staged rows of a 64-column segment into y where N % 8 != 0 (a row's start is not
+// 16-byte aligned: GPT-2's 50257-wide LM head). Per row, chunk p < 7 of a lane stores the 8
+// elements from the row's first 16-byte boundary on (s = elements before it), gathered from the
+// staging buffer; chunk 7 stores the s head and 8 - s tail elements one by one. (One store per
+// element, as before, cost GPT-2's LM head ~0.45 ms more: NOTES.md, session 22.) Out of line:
+// inlined, it was no faster and the aligned kernels spilled (Llama-1B's GEMMs +5 %).
+template <typename T>
+static __device__ __noinline__ void store_unaligned_rows(T* yb, const uint8_t* stg, int M, int N, int64_t row_w,
+                                                     int64_t col0, int lane) {
+  static_assert(sizeof(T) == 2, "16-bit outputs");
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
+    const int64_t gm = row_w + rr;
+    if (gm >= M) continue;
+    T* row = yb + gm * N + col0;  // the segment's column 0
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(stg + rr * STG_PITCH);
+    const int s = (int)((8 - ((reinterpret_cast<uintptr_t>(row) / sizeof(T)) & 7)) & 7);
+    const int64_t left = N - col0;  // columns of this segment inside y
+    if (part < 7 || s == 0) {
+      const int c0 = s + 8 * part;
+      if (c0 + 8 <= left) {
+        uint4 v;
+        v.x = src[c0] | (uint32_t)src[c0 + 1] << 16;
+        v.y = src[c0 + 2] | (uint32_t)src[c0 + 3] << 16;
+        v.z = src[c0 + 4] | (uint32_t)src[c0 + 5] << 16;
+        v.w = src[c0 + 6] | (uint32_t)src[c0 + 7] << 16;
+        *reinterpret_cast<uint4*>(row + c0) = v;
+      } else {
+        for (int q = c0; q < c0 + 8 && q < left; ++q) reinterpret_cast<uint16_t*>(row)[q] = src[q];
+      }
+    } else {
+      for (int q = 0; q < s && q < left; ++q) reinterpret_cast<uint16_t*>(row)[q] = src[q];
+      for (int q = s + 56; q < 64 && q < left; ++q) reinterpret_cast<uint16_t*>(row)[q] = src[q];
+    }
+  }
+}
+
 // A flagged row waiting for its correction: where, and what its check found.
 struct FixJob {
   double s2, c1;
@@ -974,20 +1012,24 @@ __global__ void __launch_bounds__(THREADS, 1)
             Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
       __syncwarp();
+      if (vec) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
-        const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
-        const uint4 v = *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
-        if (gm < g.M) {
-          if (vec && gn + 8 <= g.N) {
-            *reinterpret_cast<uint4*>(yb + gm * g.N + gn) = v;
-          } else {
-            const T* e = reinterpret_cast<const T*>(&v);
-            for (int q = 0; q < 8; ++q)
-              if (gn + q < g.N) yb[gm * g.N + gn + q] = e[q];
+        for (int i = 0; i < 4; ++i) {
+          const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
+          const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
+          const uint4 v = *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
+          if (gm < g.M) {
+            if (gn + 8 <= g.N) {
+              *reinterpret_cast<uint4*>(yb + gm * g.N + gn) = v;
+            } else {
+              const T* e = reinterpret_cast<const T*>(&v);
+              for (int q = 0; q < 8; ++q)
+                if (gn + q < g.N) yb[gm * g.N + gn + q] = e[q];
+            }
           }
         }
+      } else {
+        store_unaligned_rows(yb, stg, g.M, g.N, row_w, (int64_t)c.nt * BN + cc * 64, lane);
       }
       __syncwarp();
     }

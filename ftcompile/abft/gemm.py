@@ -19,6 +19,7 @@ possibly below the row threshold) and, under policy "recompute", recomputed whol
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -49,13 +50,39 @@ class WeightChecksums:
     finite: torch.Tensor  # 0-d bool: W holds no NaN/Inf
 
 
+# storage id -> (its weak ref, a weak ref to the parameter that owns it): registered at compile
+# time, so an in-place change of the parameter is seen through any tensor over its storage.
+_owners: Dict[int, tuple] = {}
+
+
+def register_owner(param: torch.Tensor) -> None:
+    """Make ``param``'s version counter the one that tells an in-place change of its storage.
+    Inductor hands ops tensors rebuilt over a parameter's storage (``reinterpret_tensor``), whose
+    own version counters start at 0 and never see the parameter change."""
+    storage = param.untyped_storage()
+    for k in [k for k, (ref, _) in _owners.items() if ref.expired()]:
+        del _owners[k]
+    _owners[storage._cdata] = (StorageWeakRef(storage), weakref.ref(param))
+
+
+def owner_version(t: torch.Tensor, storage=None) -> int:
+    """The version of the registered parameter over ``t``'s storage (``t``'s own if none)."""
+    entry = _owners.get((storage if storage is not None else t.untyped_storage())._cdata)
+    if entry is not None and not entry[0].expired():
+        param = entry[1]()
+        if param is not None:
+            return param._version
+    return t._version
+
+
 class DerivedCache:
     """Data derived from a persistent tensor (a weight), recomputed when it changes in place.
 
     Keyed by the tensor's storage and the view's geometry, so a transposed view of a parameter
     made on every call still hits, and so does another tensor object over the same storage (in
     the warm-up of inductor's CUDA graphs the ops see such aliases, not the parameter); the
-    version counter, which aliases share, tells a change in place. Only for tensors that outlive the call
+    version counter of the registered owner (:func:`register_owner`, else the tensor's own, which
+    views share) tells a change in place. Only for tensors that outlive the call
     (parameters, buffers): a compiled graph's scratch buffer can be rewritten by a kernel without
     bumping ``_version``, so callers pass ``cache=False`` for weights that are not parameters."""
 
@@ -74,13 +101,17 @@ class DerivedCache:
                     f"call; this cannot run inside a CUDA graph - compile without CUDA graphs")
             return make(t)
         storage = t.untyped_storage()
-        key = (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+        key = self.key(t)
         hit = self._entries.get(key)
-        if hit is not None and not hit[0].expired() and hit[1] == t._version:
+        version = owner_version(t, storage)
+        if hit is not None and not hit[0].expired() and hit[1] == version:
             if t.is_cuda and cudagraphs.capturing():
                 self._captured.add(key)
             return hit[2]
-        value, _ = cudagraphs.persistent(t.device, "a cached weight encoding", lambda: make(t))
+        what = "a cached weight encoding"
+        if t.is_cuda and cudagraphs.capturing():
+            what += " " + self._miss_reason(t, key, hit, version)
+        value, _ = cudagraphs.persistent(t.device, what, lambda: make(t))
         if hit is not None and key in self._captured:  # a captured graph still reads its address
             cudagraphs.retire(hit[2])
             self._captured.discard(key)
@@ -88,8 +119,22 @@ class DerivedCache:
             for k in [k for k, e in self._entries.items() if e[0].expired()]:
                 del self._entries[k]
                 self._captured.discard(k)
-        self._entries[key] = (StorageWeakRef(storage), t._version, value)
+        self._entries[key] = (StorageWeakRef(storage), version, value)
         return value
+
+    @staticmethod
+    def key(t: torch.Tensor) -> tuple:
+        return (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                t.dtype, t.device)
+
+    def _miss_reason(self, t: torch.Tensor, key: tuple, hit, version: int) -> str:
+        """Why ``t`` missed (for the capture error: a warm-up call should have cached it)."""
+        shape = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+        if hit is not None and not hit[0].expired():
+            return f"(weight {shape} changed in place since: version {hit[1]} -> {version})"
+        alive = [k for k, e in self._entries.items() if not e[0].expired() and k[2:] == key[2:]]
+        copy = f"; perhaps a copy of one of the {len(alive)} warmed-up weights of its geometry" if alive else ""
+        return f"(weight {shape} at 0x{t.data_ptr():x}: no warm-up call saw this storage{copy})"
 
 
 _checksum_cache = DerivedCache()

@@ -70,6 +70,7 @@ KC_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16.0}
 VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
+        "mask_map mc_sb mc_sh mc_sq "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
         "inj n_inj inj_log stream").split()
 _F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
@@ -315,6 +316,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
                    ablate, m_tiles, kernel)
 
 
+def _mask_map(a: _HostArgs, device: torch.device) -> torch.Tensor:
+    """The buffer of the mask's tile map (csrc/attention/efta_mask_map.cu), zeroed, its pointers
+    and strides set in ``a``: one entry per 64 query rows along each query dimension the mask
+    does not broadcast over (so a [B, 1, 1, Sk] padding mask has B entries)."""
+    nqb = -(-a.Sq // 64) if a.m_sq else 1
+    hm = a.Hq if a.m_sh else 1
+    blocks = (a.B if a.m_sb else 1) * hm * nqb
+    buf = torch.zeros(blocks, 2, dtype=torch.int32, device=device)
+    a.mask_map = buf.data_ptr()
+    a.mc_sb, a.mc_sh, a.mc_sq = hm * nqb if a.m_sb else 0, nqb if a.m_sh else 0, 1 if a.m_sq else 0
+    return buf
+
+
 def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
             is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
             site: Optional[telemetry.Site] = None, protect: bool = True,
@@ -331,7 +345,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     if attn_mask is not None:
         m = attn_mask
         if m.dtype == torch.bool:
-            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill_(~m, float("-inf"))
+            m = torch.where(m, 0.0, float("-inf"))  # fp32, one kernel
         else:
             m = m.float()
         mask4 = _as4d(m.expand(*q.shape[:-1], sk))
@@ -350,11 +364,13 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     a.k_sb, a.k_sh, a.k_ss = k4.stride(0), k4.stride(1), k4.stride(2)
     a.v_sb, a.v_sh, a.v_ss = v4.stride(0), v4.stride(1), v4.stride(2)
     a.o_sb, a.o_sh, a.o_ss = o4.stride(0), o4.stride(1), o4.stride(2)
+    a.B, a.Hq, a.Hk, a.Sq, a.Sk, a.D = B, Hq, Hk, Sq, sk, D
+    a.causal, a.dtype, a.protect, a.n_tiles = int(bool(is_causal)), int(q.dtype == torch.float16), int(protect), n_tiles
+    mask_map = None
     if mask4 is not None:
         a.mask = mask4.data_ptr()
         a.m_sb, a.m_sh, a.m_sq, a.m_sk = mask4.stride()
-    a.B, a.Hq, a.Hk, a.Sq, a.Sk, a.D = B, Hq, Hk, Sq, sk, D
-    a.causal, a.dtype, a.protect, a.n_tiles = int(bool(is_causal)), int(q.dtype == torch.float16), int(protect), n_tiles
+        mask_map = _mask_map(a, device)
     a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
     choice = KERNEL if kernel is None else kernel
     if choice not in _VARIANTS:
@@ -363,7 +379,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     a.scale = scale
     a.stream = cuda.raw_stream(device)
 
-    keep = [q4, k4, v4, o4, mask4]  # alive until the launch is queued
+    keep = [q4, k4, v4, o4, mask4, mask_map]  # alive until the launch is queued
     resolved, inj_log = [], None
     before = None
     if protect:
