@@ -25,7 +25,8 @@ static int make_params(const HostArgs* a, Params& p) {
   p.k_sb = a->k_sb; p.k_sh = a->k_sh; p.k_ss = a->k_ss;
   p.v_sb = a->v_sb; p.v_sh = a->v_sh; p.v_ss = a->v_ss;
   p.o_sb = a->o_sb; p.o_sh = a->o_sh; p.o_ss = a->o_ss;
-  p.mask = reinterpret_cast<const float*>(a->mask);
+  p.mask = reinterpret_cast<const void*>(a->mask);
+  p.mask_bool = (int)a->mask_bool;
   p.m_sb = a->m_sb; p.m_sh = a->m_sh; p.m_sq = a->m_sq; p.m_sk = a->m_sk;
   p.mask_map = reinterpret_cast<const int*>(a->mask_map);
   p.mc_sb = a->mc_sb; p.mc_sh = a->mc_sh; p.mc_sq = a->mc_sq;

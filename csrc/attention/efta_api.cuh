@@ -13,6 +13,7 @@ struct HostArgs {
   // The mask's tile map (0: none): int32 [blocks][2], zeroed by the caller; the strides in blocks
   // (Params) are nonzero exactly where the mask's are.
   int64_t mask_map, mc_sb, mc_sh, mc_sq;
+  int64_t mask_bool;  // the mask is bool (1 byte per element, false = masked), else fp32 additive
   int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
   int64_t variant;  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma; out: 1 or 2 ran
   int64_t kc, kn, vc;

@@ -43,8 +43,11 @@ __device__ __forceinline__ bool hits(const InjRec& rec, int b, int h, int r0, in
 struct Params {
   const void* q; const void* k; const void* v; void* o;
   int64_t q_sb, q_sh, q_ss, k_sb, k_sh, k_ss, v_sb, v_sh, v_ss, o_sb, o_sh, o_ss;
-  const float* mask;  // additive fp32 (-inf = masked), broadcast through zero strides; may be null
+  // additive fp32 (-inf = masked) or, with mask_bool, bool (false = masked), broadcast through zero
+  // strides; may be null
+  const void* mask;
   int64_t m_sb, m_sh, m_sq, m_sk;
+  int mask_bool;
   // The mask's tile map (efta_mask_map.cu; null: every tile up to the last takes the mask): per
   // (mask batch, mask head, block of 64 query rows) two ints, the key tiles to visit (up to the
   // last one not entirely -inf) and n_tiles - the first tile where the mask is not all zero (the

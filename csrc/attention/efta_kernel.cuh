@@ -99,8 +99,9 @@ struct TileOut {
 
 struct Ctx {
   int lane, w, b, h, t, wrow0, rows, j0, Sq, Sk, causal;  // rows: query rows per warp
-  const float* mask;  // offset to (b, h)
+  const void* mask;  // offset to (b, h); bytes with mask_bool, else fp32
   int64_t m_sq, m_sk;
+  int mask_bool;
   float scale, scale_log2, kc_unscale, c_gemm, A;
   const InjRec* inj;
   int n_inj;
@@ -155,8 +156,11 @@ __device__ __forceinline__ Ctx make_ctx(const Params& p, int lane, int w, int b,
   Ctx cx;
   cx.lane = lane; cx.w = w; cx.b = b; cx.h = h; cx.t = 0; cx.wrow0 = wrow0; cx.rows = rows; cx.j0 = 0;
   cx.Sq = p.Sq; cx.Sk = p.Sk; cx.causal = p.causal;
-  cx.mask = p.mask != nullptr ? p.mask + b * p.m_sb + h * p.m_sh : nullptr;
-  cx.m_sq = p.m_sq; cx.m_sk = p.m_sk;
+  const int64_t moff = b * p.m_sb + h * p.m_sh;
+  cx.mask = p.mask == nullptr ? nullptr
+          : p.mask_bool ? static_cast<const void*>(static_cast<const uint8_t*>(p.mask) + moff)
+                        : static_cast<const void*>(static_cast<const float*>(p.mask) + moff);
+  cx.m_sq = p.m_sq; cx.m_sk = p.m_sk; cx.mask_bool = p.mask_bool;
   cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
   cx.A = 0.f;
   cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
@@ -330,8 +334,13 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
           bool live = key < cx.Sk && row < cx.Sq && (!cx.causal || key <= row);
           float bias = 0.f;
           if (live && cx.mask != nullptr) {
-            bias = __ldg(cx.mask + row * cx.m_sq + key * cx.m_sk);
-            live = bias != -INFINITY;
+            const int64_t at = row * cx.m_sq + key * cx.m_sk;
+            if (cx.mask_bool) {
+              live = __ldg(static_cast<const uint8_t*>(cx.mask) + at) != 0;
+            } else {
+              bias = __ldg(static_cast<const float*>(cx.mask) + at);
+              live = bias != -INFINITY;
+            }
           }
           s[mt][nt][e] = live ? fmaf(x, cx.scale, bias) : -INFINITY;
         }

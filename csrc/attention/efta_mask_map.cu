@@ -12,14 +12,21 @@ namespace efta {
 __global__ void __launch_bounds__(kThreads) mask_map_kernel(const __grid_constant__ Params p, int hm_count) {
   const int t = blockIdx.x, qb = blockIdx.y, bm = blockIdx.z / hm_count, hm = blockIdx.z % hm_count;
   const int rows = p.mc_sq != 0 ? min(64, p.Sq - 64 * qb) : 1;
-  const float* m = p.mask + bm * p.m_sb + hm * p.m_sh + (int64_t)(64 * qb) * p.m_sq;
+  const int64_t m0 = bm * p.m_sb + hm * p.m_sh + (int64_t)(64 * qb) * p.m_sq;
   bool nonzero = false, live = false;
   for (int e = threadIdx.x; e < rows * kBlockN; e += kThreads) {
     const int r = e / kBlockN, j = t * kBlockN + e % kBlockN;
     if (j < p.Sk) {
-      const float v = __ldg(m + r * p.m_sq + j * p.m_sk);
-      nonzero |= v != 0.f;  // NaN included: it must reach the scores
-      live |= v != -INFINITY;
+      const int64_t at = m0 + r * p.m_sq + j * p.m_sk;
+      if (p.mask_bool) {  // false: -inf, true: adds zero
+        const bool keep = __ldg(static_cast<const uint8_t*>(p.mask) + at) != 0;
+        nonzero |= !keep;
+        live |= keep;
+      } else {
+        const float v = __ldg(static_cast<const float*>(p.mask) + at);
+        nonzero |= v != 0.f;  // NaN included: it must reach the scores
+        live |= v != -INFINITY;
+      }
     }
   }
   nonzero = __syncthreads_or(nonzero);

@@ -70,7 +70,7 @@ KC_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 16.0}
 VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
-        "mask_map mc_sb mc_sh mc_sq "
+        "mask_map mc_sb mc_sh mc_sq mask_bool "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
         "inj n_inj inj_log stream").split()
 _F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
@@ -343,11 +343,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
 
     mask4 = None
     if attn_mask is not None:
-        m = attn_mask
-        if m.dtype == torch.bool:
-            m = torch.where(m, 0.0, float("-inf"))  # fp32, one kernel
-        else:
-            m = m.float()
+        m = attn_mask if attn_mask.dtype == torch.bool else attn_mask.float()  # bool: read as it is
         mask4 = _as4d(m.expand(*q.shape[:-1], sk))
 
     q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
@@ -370,6 +366,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     if mask4 is not None:
         a.mask = mask4.data_ptr()
         a.m_sb, a.m_sh, a.m_sq, a.m_sk = mask4.stride()
+        a.mask_bool = int(mask4.dtype == torch.bool)
         mask_map = _mask_map(a, device)
     a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
     choice = KERNEL if kernel is None else kernel
