@@ -68,14 +68,22 @@ def _prepare_weights(gm: GraphModule, values) -> None:
     for node in gm.graph.nodes:
         if node.target not in linears or not telemetry.site(node.args[3]).static_weight:
             continue
-        w, bias, transposed = node.args[1], node.args[2], node.args[4]
-        real = {a: values.get(a.name) for a in (w, bias) if isinstance(a, torch.fx.Node) and a.op == "placeholder"}
-        real = {a: v for a, v in real.items()
-                if isinstance(v, torch.Tensor) and not isinstance(v, torch._subclasses.FakeTensor)}
-        for value in real.values():
-            gemm.register_owner(value)
-        if node.target is linears[0] and w in real:
-            gemm.weight_checksums(real[w].transpose(-2, -1) if transposed else real[w])
+        w, bias = (_real_input(a, values) for a in node.args[1:3])
+        transposed = node.args[4]
+        for param in (w, bias):
+            if param is not None:
+                gemm.register_owner(param)
+        if node.target is linears[0] and w is not None:
+            gemm.weight_checksums(w.transpose(-2, -1) if transposed else w)
+
+
+def _real_input(node, values) -> Optional[torch.Tensor]:
+    """The real tensor a graph input (placeholder) holds at compile time, else None."""
+    if not isinstance(node, torch.fx.Node) or node.op != "placeholder":
+        return None
+    value = values.get(node.name)
+    real = isinstance(value, torch.Tensor) and not isinstance(value, torch._subclasses.FakeTensor)
+    return value if real else None
 
 
 def ft_backend(gm: GraphModule, example_inputs, options: Any = None, mode: Optional[str] = None

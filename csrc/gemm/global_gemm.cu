@@ -1012,21 +1012,14 @@ __global__ void __launch_bounds__(THREADS, 1)
             Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
       __syncwarp();
-      if (vec) {
+      if (vec) {  // N % 8 == 0: a chunk (8 columns from a multiple of 8) is whole or past N
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
           const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
-          const uint4 v = *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
-          if (gm < g.M) {
-            if (gn + 8 <= g.N) {
-              *reinterpret_cast<uint4*>(yb + gm * g.N + gn) = v;
-            } else {
-              const T* e = reinterpret_cast<const T*>(&v);
-              for (int q = 0; q < 8; ++q)
-                if (gn + q < g.N) yb[gm * g.N + gn + q] = e[q];
-            }
-          }
+          if (gm < g.M && gn < g.N)
+            *reinterpret_cast<uint4*>(yb + gm * g.N + gn) =
+                *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
         }
       } else {
         store_unaligned_rows(yb, stg, g.M, g.N, row_w, (int64_t)c.nt * BN + cc * 64, lane);

@@ -101,7 +101,7 @@ class DerivedCache:
                     f"call; this cannot run inside a CUDA graph - compile without CUDA graphs")
             return make(t)
         storage = t.untyped_storage()
-        key = self.key(t)
+        key = self.key(t, storage)
         hit = self._entries.get(key)
         version = owner_version(t, storage)
         if hit is not None and not hit[0].expired() and hit[1] == version:
@@ -123,9 +123,9 @@ class DerivedCache:
         return value
 
     @staticmethod
-    def key(t: torch.Tensor) -> tuple:
-        return (t.untyped_storage()._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
-                t.dtype, t.device)
+    def key(t: torch.Tensor, storage=None) -> tuple:
+        storage = storage if storage is not None else t.untyped_storage()
+        return (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
 
     def _miss_reason(self, t: torch.Tensor, key: tuple, hit, version: int) -> str:
         """Why ``t`` missed (for the capture error: a warm-up call should have cached it)."""
