@@ -4,7 +4,8 @@ against cuBLAS, on the global table's bf16 shapes (NOTES_gemm.md, run 19) and, w
 thread table's M = 32-256 Llama rows and GPT-2's at M = 128-256, where the thread kernel's time
 is printed beside (runs 23 and 26). Writes the rows as JSON to --out PATH (default
 benchmarks/results/gemm_tile_sweep.json).
-Usage: python3 benchmarks/tile_sweep.py [--midm] [--only-midm] [--out PATH]"""
+--shapes MxNxK,... times those shapes instead (e.g. a model's layers).
+Usage: python3 benchmarks/tile_sweep.py [--midm] [--only-midm] [--shapes LIST] [--out PATH]"""
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ midm = ([(m, n, k) for m in (32, 64, 128, 256) for k, n in dict.fromkeys(LLAMA7 
         + [(m, n, k) for m in (128, 256) for k, n in GPT2])
 if "--midm" in sys.argv or "--only-midm" in sys.argv:
     shapes += midm
+if "--shapes" in sys.argv:
+    shapes = [tuple(int(d) for d in s.split("x")) for s in sys.argv[sys.argv.index("--shapes") + 1].split(",")]
 widths = cuda_gemm.GLOBAL_BNS
 # on{bn}: the automatic check at that width; tiles{bn}: the tile-local check forced (its widths)
 cols = [f"{name}{bn}" for bn in widths for name in ("off", "on")] + [f"tiles{bn}" for bn in cuda_gemm.TILE_CHECK_BNS]

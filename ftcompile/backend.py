@@ -66,6 +66,11 @@ def _prepare_weights(gm: GraphModule, values) -> None:
     are registered as the owners of their storage (see gemm.register_owner)."""
     linears = (torch.ops.ftcompile.linear_global.default, torch.ops.ftcompile.linear_thread.default)
     for node in gm.graph.nodes:
+        if node.target is torch.ops.ftcompile.linear_group.default:  # encoded at its first call
+            for param in (_real_input(a, values) for a in [*node.args[1], *node.args[2]]):
+                if param is not None:
+                    gemm.register_owner(param)
+            continue
         if node.target not in linears or not telemetry.site(node.args[3]).static_weight:
             continue
         w, bias = (_real_input(a, values) for a in node.args[1:3])

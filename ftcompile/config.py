@@ -30,6 +30,9 @@ class FTConfig:
     eager      run the rewritten graph without inductor (fast tests, debugging).
     inductor   config patches forwarded to inductor's compile_fx.
     selection  "table" (intensity vs CMR) or "profile" (time both GEMM schemes per site; GPU).
+    group_linears  run global-scheme nn.Linear layers that read the same input (q/k/v, gate/up)
+               as one GEMM over their weights side by side, checked as one site (its name
+               lists the members; explain says so on each).
     """
 
     policy: str = "correct"
@@ -41,6 +44,7 @@ class FTConfig:
     eager: bool = False
     inductor: Mapping[str, Any] = field(default_factory=dict)
     selection: str = "table"
+    group_linears: bool = True
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:

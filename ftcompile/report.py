@@ -25,6 +25,7 @@ class SiteRecord:
     dynamic: bool = False
     site_id: Optional[int] = None
     measured: Dict[str, float] = field(default_factory=dict)  # profile mode: scheme -> ms
+    group: Optional[str] = None  # the group site whose one GEMM computes this layer (linear_group)
 
     @property
     def protected(self) -> bool:

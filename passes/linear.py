@@ -4,6 +4,8 @@ Matched: torch._C._nn.linear / F.linear (nn.Linear), torch.addmm(b, x, W) (HF Co
 matmul / mm / bmm / @ with a weight parameter on the right (x @ W, x @ W[b]). The op takes the
 weight as [N, K] (or [B, N, K]); for x @ W it takes W as it is with ``transposed=True``, so the
 op sees the parameter itself (caches key on it; inductor never copies it into a scratch buffer).
+Global-scheme nn.Linear layers reading the same x become one GEMM (passes/linear_group.py; the
+``group_linears`` option).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from torch.fx import GraphModule, Node
 
 from ftcompile.cost import hint, linear_cost
 
+from . import linear_group
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
                      is_call, is_parameter, mark, module_path, parameter_path, register_site,
                      replace, scalar, shape_str)
@@ -61,6 +64,7 @@ def _profile(record, fx, fw_nk, has_bias: bool, ctx: PassContext) -> None:
 
 
 def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
+    candidates = []  # global-scheme nn.Linear layers over parameters: they may form groups
     for node in list(gm.graph.nodes):
         if node.meta.get("ft_seen"):
             continue
@@ -90,7 +94,23 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         if ctx.config.selection == "profile" and ctx.config.override_for(name) is None:
             _profile(record, fx, fw_nk, fb is not None, ctx)
+        static = is_parameter(w, ctx) and (b is None or is_parameter(b, ctx))
+        if (ctx.config.group_linears and record.scheme == "global" and op == "linear" and static
+                and fw_nk.dim() == 2):
+            candidates.append(linear_group.Candidate(node, x, w, b, record, int(fw_nk.shape[0])))
+            continue
         site = register_site(ctx, record, static_weight=is_parameter(w, ctx))
         replace(gm, node, OPS[record.scheme], (x, w, b, site, transposed), dead=())
         counters[f"linear_{record.scheme}"] += 1
+    grouped = set()
+    for members in linear_group.plan(candidates):
+        linear_group.rewrite(gm, ctx, members)
+        grouped.update(c.node for c in members)
+        counters["linear_group"] += 1
+        counters["linear_global"] += len(members)
+    for c in candidates:
+        if c.node not in grouped:
+            site = register_site(ctx, c.record, static_weight=True)
+            replace(gm, c.node, OPS["global"], (c.x, c.w, c.b, site, False), dead=())
+            counters["linear_global"] += 1
     return gm

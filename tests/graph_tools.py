@@ -10,7 +10,7 @@ UNPROTECTED = {torch.matmul, operator.matmul, torch.mm, torch.bmm, torch.addmm, 
                torch._C._nn.linear, F.linear, torch._C._nn.scaled_dot_product_attention,
                F.scaled_dot_product_attention, torch.einsum}
 FT_OPS = {torch.ops.ftcompile.attention.default, torch.ops.ftcompile.linear_global.default,
-          torch.ops.ftcompile.linear_thread.default}
+          torch.ops.ftcompile.linear_thread.default, torch.ops.ftcompile.linear_group.default}
 
 
 def compile_capture(model, *args, dynamic=None, **options):

@@ -696,3 +696,86 @@ def test_global_tile_check_corrects_one_fault_per_tile(dtype):
     with inject(FaultSpec(site=name + "-re", stage="output", index=(9, 200), value=4.0, count=2)):
         y = cuda_gemm.run("linear_global", x, w, b, rs, bn=192, check="tiles")
     _assert_same_but_corrected(y, clean, dtype, recomputed=192)  # the tile row, recomputed
+
+
+# ------------------------------------------------------------------------------- sibling groups
+# (M, the members' N, K): q/k/v-like (128-wide tiles only), gate/up-like (every width), a ragged
+# last member (N % 8 != 0), four members; split-K at few rows.
+GROUPS = [(300, (256, 128, 128), 256), (130, (384, 384), 192), (64, (256, 200), 128),
+          (257, (128, 256, 128, 72), 512), (2, (256, 256), 1024)]
+
+
+def _group(case, dtype, bias, gen=None):
+    m, ns, k = GROUPS[case]
+    x = _rand(m, k, dtype=dtype, gen=gen)
+    ws = [_rand(n, k, dtype=dtype, scale=k ** -0.5, gen=gen) for n in ns]
+    bs = [_rand(n, dtype=dtype, gen=gen) for n in ns] if bias else []
+    return x, ws, bs
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", range(len(GROUPS)))
+def test_group_matches_fp32_reference_at_every_width(case, dtype):
+    """A group's one GEMM reads each member's weight where it is: every check and every width its
+    member boundaries allow give the joined weight's product (2x rule), with no false alarm; a
+    width that would straddle two members is refused."""
+    name = f"cu-group-{case}-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    assert cuda_gemm.group_fallback_reason(*_group(case, dtype, True)) is None
+    calls = 0
+    for bias in (True, False):
+        x, ws, bs = _group(case, dtype, bias)
+        wj, bj = torch.cat(ws), torch.cat(bs) if bias else None
+        ref = F.linear(x.double(), wj.double(), bj.double() if bias else None)
+        tol = 2 * (F.linear(x, wj, bj).double() - ref).abs().max() + 1e-6
+        y = torch.ops.ftcompile.linear_group(x, ws, bs, s.id)
+        calls += 1
+        assert y.shape == ref.shape and y.is_contiguous() and (y.double() - ref).abs().max() <= tol
+        bounds = torch.tensor([w.shape[0] for w in ws]).cumsum(0)[:-1]
+        for check, widths in (("rows", cuda_gemm.GLOBAL_BNS), ("tiles", cuda_gemm.TILE_CHECK_BNS)):
+            for bn in widths:
+                run = lambda: cuda_gemm.run("linear_global", x, tuple(ws), tuple(bs) if bias else None, s,
+                                            bn=bn, check=check)
+                if bool((bounds % bn).any()):
+                    with pytest.raises(ValueError, match="tile width"):
+                        run()
+                    continue
+                assert (run().double() - ref).abs().max() <= tol, (check, bn)
+                calls += 1
+    st = _stats(name)
+    assert st["checks"] == calls and st["detected"] == 0 and st["nonfinite_inputs"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("check", ["rows", "tiles"])
+def test_group_fault_in_each_member_is_corrected(dtype, check, monkeypatch):
+    """A fault in any member's columns (accumulator or output) is located in the group's row (or
+    tile) and corrected from that member's weight: the output equals the fault-free one."""
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-group-fault-{check}-{dtype}"
+    sid = site(name)
+    x, ws, bs = _group(0, dtype, True)
+    clean = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    for col, stage in ((3, "output"), (300, "accumulator"), (510, "output"), (420, "accumulator")):
+        with inject(FaultSpec(site=name, stage=stage, index=(17, col), value=3.0, k_step=1)) as inj:
+            y = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+        assert inj.events[0].index == (17, col)
+        _assert_same_but_corrected(y, clean, dtype)
+    assert _stats(name) == {"checks": 5, "detected": 4, "corrected": 4, "uncorrectable": 0, "nonfinite_inputs": 0}
+
+
+@needs_hopper
+def test_group_sees_a_member_changed_in_place():
+    """The group's encoding is keyed on every member: changing one in place re-encodes it (no
+    false alarm, the new product), as for a single weight."""
+    name = "cu-group-inplace"
+    sid = site(name)
+    x, ws, bs = _group(1, torch.bfloat16, False)
+    torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    ws[1].mul_(-2.0)
+    y = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    ref = F.linear(x.double(), torch.cat(ws).double())
+    assert (y.double() - ref).abs().max() <= 2 * (F.linear(x, torch.cat(ws)).double() - ref).abs().max() + 1e-6
+    assert _stats(name)["detected"] == 0

@@ -96,14 +96,21 @@ def test_uncached_host_sync_refused_under_capture(monkeypatch, capture):
 
 def test_capture_miss_says_why():
     """The capture error names the reason a weight missed the cache: changed in place, or a
-    storage no warm-up saw (a copy of a warmed-up weight of the same geometry)."""
+    storage no warm-up saw (a copy of a warmed-up weight of the same geometry); for a group of
+    weights, the member that missed."""
     cache = ftcompile.abft.gemm.DerivedCache()
     w = torch.ones(4, 3)
     cache.get(w, lambda t: t.sum())
     key = cache.key
     copy = w.clone()
-    assert "perhaps a copy of one of the 1 warmed-up" in cache._miss_reason(copy, key(copy), None, 0)
-    assert "perhaps" not in cache._miss_reason(copy.t(), key(copy.t()), None, 0)
+    assert "perhaps a copy of one of the 1 warmed-up" in cache._miss_reason((copy,), (key(copy),), None, (0,))
+    assert "perhaps" not in cache._miss_reason((copy.t(),), (key(copy.t()),), None, (0,))
     w.add_(1)
     hit = cache._entries[key(w)]
-    assert "version 0 -> 1" in cache._miss_reason(w, key(w), hit, w._version)
+    assert "version 0 -> 1" in cache._miss_reason((w,), (key(w),), hit, (w._version,))
+    other = torch.ones(2, 3)
+    cache.get((w, other), lambda t: t[0].sum() + t[1].sum())
+    other.add_(1)
+    group_hit = cache._entries[(key(w), key(other))]
+    why = cache._miss_reason((w, other), (key(w), key(other)), group_hit, (w._version, other._version))
+    assert "weight (2, 3) float32 changed in place since: version 0 -> 1" in why

@@ -326,3 +326,48 @@ def test_tile_checks_correct_one_fault_per_tile_of_a_row():
     with inject(FaultSpec(site="tiles", stage="output", index=(5, 10), value=3.0, count=2)):
         y, out = run()
     assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 0, 1)
+
+
+def test_opcheck_and_errors_of_linear_group():
+    """The group op: registered fake, autograd (gradients of every member), and clear errors."""
+    sid = site("opcheck-group")
+    x = torch.randn(2, 3, 16, requires_grad=True)
+    ws = [torch.randn(24, 16, requires_grad=True), torch.randn(8, 16, requires_grad=True)]
+    bs = [torch.randn(24, requires_grad=True), torch.randn(8, requires_grad=True)]
+    torch.library.opcheck(torch.ops.ftcompile.linear_group, (x, ws, bs, sid))
+    torch.library.opcheck(torch.ops.ftcompile.linear_group, (x, ws, [], sid))
+    y = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    torch.testing.assert_close(y, torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1))
+    with pytest.raises(ValueError, match="2 or more weights"):
+        torch.ops.ftcompile.linear_group(x, ws[:1], [], sid)
+    with pytest.raises(ValueError, match="one K"):
+        torch.ops.ftcompile.linear_group(x, [ws[0], torch.randn(8, 16, 1)], [], sid)
+
+
+def test_group_encoding_follows_each_member():
+    """A group's derived data is keyed on all its members: an in-place change of any one of them
+    remakes it; an unchanged group is served from the cache."""
+    cache = ftcompile.abft.gemm.DerivedCache()
+    a, b = torch.ones(4, 3), torch.ones(2, 3)
+    made = []
+    make = lambda t: made.append(1) or sum(float(m.sum()) for m in t)
+    assert cache.get((a, b), make) == 18.0 and cache.get((a, b), make) == 18.0 and len(made) == 1
+    b.mul_(2)
+    assert cache.get((a, b), make) == 24.0 and len(made) == 2
+    assert cache.get((b, a), make) == 24.0 and len(made) == 3  # another order, another group
+
+
+@pytest.mark.parametrize("stage", ["output", "accumulator"])
+def test_group_fault_in_any_member_is_corrected(stage):
+    """The group is checked per output row over all members: a fault in the second member's
+    columns is located there and corrected from its own weight."""
+    name = f"group-fault-{stage}"
+    sid = site(name)
+    x = torch.randn(12, 64)
+    ws, bs = [torch.randn(32, 64) * 0.1, torch.randn(16, 64) * 0.1], [torch.randn(32), torch.randn(16)]
+    clean = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    with ftcompile.inject(ftcompile.FaultSpec(site=name, stage=stage, index=(5, 40), value=3.0, k_step=0)) as inj:
+        y = torch.ops.ftcompile.linear_group(x, ws, bs, sid)
+    assert inj.events[0].index == (5, 40)
+    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0, "nonfinite_inputs": 0}

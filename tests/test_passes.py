@@ -193,3 +193,84 @@ def test_profile_selection_times_both_schemes_and_keeps_the_faster():
         assert set(m) == {"unprotected", "global", "thread"} and all(v > 0 for v in m.values())
         assert record.scheme == min(("global", "thread"), key=m.__getitem__)
         assert "profiled" in record.reason and "over unprotected" in record.reason
+
+
+class Block(nn.Module):
+    """A Llama-like block: q/k/v read one x (k and v narrower) with an extra head whose width is not
+    a whole number of 128-column tiles, gate/up read another; o and down read their own."""
+
+    def __init__(self, d=256, bias=False):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(d, d, bias), nn.Linear(d, 128, bias), nn.Linear(d, 128, bias)
+        self.extra, self.o = nn.Linear(d, 200, bias), nn.Linear(d, d, bias)
+        self.gate, self.up, self.down = nn.Linear(d, 384, bias), nn.Linear(d, 384, bias), nn.Linear(384, d, bias)
+
+    def forward(self, x):
+        e = self.extra(x)
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        h = self.o(q + torch.cat([k, v], -1) * e.mean(-1, keepdim=True))
+        return self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+GROUP = torch.ops.ftcompile.linear_group.default
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_sibling_linears_run_as_one_gemm(bias):
+    """Global-scheme linears reading one x become one linear_group (the ragged member last), each
+    member's output a narrow view of it; explain names the group on every member and the group
+    is one telemetry site."""
+    torch.manual_seed(0)
+    model, x = Block(bias=bias).eval(), torch.randn(2, 64, 256)
+    counters.clear()
+    out, graphs = compile_capture(model, x)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+    groups = [n for gm in graphs for n in gm.graph.nodes if n.target is GROUP]
+    assert len(groups) == 2 and counters["linear_group"] == 2
+    assert [w.name.split("_modules_")[1].split("_")[0] for w in groups[0].args[1]] == ["q", "k", "v", "extra"]
+    assert ft_ops(graphs).count(torch.ops.ftcompile.linear_global.default) == 2  # o, down
+    report = ftcompile.explain(model, x)
+    names = {r.name: r for r in report.records}
+    assert names["k"].group == names["extra"].group == "{q,k,v,extra}" and names["o"].group is None
+    assert "one GEMM with q, v, extra" in names["k"].reason and names["gate"].group == "{gate,up}"
+    assert names["k"].site_id == names["q"].site_id != names["o"].site_id
+    assert set(ftcompile.stats()) >= {"{q,k,v,extra}", "{gate,up}", "o", "down"}
+    assert "k" not in ftcompile.stats() and ftcompile.stats("{gate,up}")["{gate,up}"]["detected"] == 0
+
+
+def test_groups_only_where_they_can_form():
+    """No group with group_linears off; members differ in bias presence: no group; two ragged
+    widths: one joins the whole members, the other stays alone."""
+    model, x = Block(), torch.randn(2, 16, 256)
+    _, graphs = compile_capture(model, x, group_linears=False)
+    assert GROUP not in ft_ops(graphs)
+
+    class Mixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(256, 128, bias=True), nn.Linear(256, 128, bias=False)
+            self.c, self.d = nn.Linear(256, 72), nn.Linear(256, 40)
+
+        def forward(self, x):
+            return torch.cat([self.a(x), self.b(x), self.c(x), self.d(x)], -1)
+
+    model, x = Mixed().eval(), torch.randn(4, 64, 256)  # enough rows for the global scheme
+    out, graphs = compile_capture(model, x)
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+    groups = [n for gm in graphs for n in gm.graph.nodes if n.target is GROUP]
+    assert len(groups) == 1 and len(groups[0].args[1]) == 2  # a with c (both biased); b and d alone
+    report = ftcompile.explain(model, x)
+    assert report.by_name("a").group == "{a,c}" and report.by_name("b").group is None
+
+
+def test_group_trains():
+    """A group in training mode: the backward is the plain derivative of every member."""
+    torch.manual_seed(0)
+    model, x = Block(bias=True), torch.randn(2, 8, 256)
+    ref = Block(bias=True)
+    ref.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    compiled(x).square().mean().backward()
+    ref(x).square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)

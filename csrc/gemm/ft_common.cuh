@@ -29,6 +29,8 @@ struct Injection {
   int32_t slot;      // where (before, after) go in inj_log
 };
 
+constexpr int kMaxGroup = 4;  // weights one global call may take as a group (Args.groups)
+
 struct Args {
   const void* x;     // [batch, M, K], rows x_rstride apart (elements), 16-byte aligned
   const void* w;     // [batch, N, K]
@@ -62,6 +64,12 @@ struct Args {
   float lscale_inv;            // tile-local check: 1 / the power-of-two scale of the checksum rows
   const void* lsum;            // tile-local check: [batch, 8 T_N, K] checksum rows, 8 per N-tile (x's type)
   const float* btile;          // tile-local check with bias: [T_N, 2] the bias's tile sums (plain, weighted)
+  // global scheme, a group of sibling weights sharing x (q/k/v, gate/up: one GEMM, W not copied):
+  // y's columns [gcol[j-1], gcol[j]) are member j's rows (member 0 is w; gcol ascending, multiples
+  // of the tile width, so no tile straddles two members); members share K and w_rstride; batch 1.
+  int32_t groups;              // members (1: w alone; at most kMaxGroup)
+  const void* gw[kMaxGroup - 1];
+  int64_t gcol[kMaxGroup - 1];
   Injection inj[kMaxInj];
 };
 

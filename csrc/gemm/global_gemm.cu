@@ -28,6 +28,10 @@
 // its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
 // in shared memory, and after its last tile the warp locates the fault by the weighted sum,
 // recomputes the element, rechecks and stores it (NOTES_gemm.md, runs 24-25).
+//
+// Groups (Args.groups): sibling weights over one x (q/k/v, gate/up) as one call, y's columns the
+// members' outputs side by side; each member read where it is through its own TMA descriptor
+// (WMaps), member boundaries on whole tiles (NOTES_gemm.md, "Sibling groups").
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -403,6 +407,21 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
   return (a.bias && n < a.N) ? Elem<T>::to_f(static_cast<const T*>(a.bias)[n]) : 0.f;
 }
 
+// W's row of output column n (of batch b): in a group (Args.groups), of the member holding n.
+template <typename T>
+__device__ const T* w_row(const Args& a, int64_t b, int64_t n) {
+  const void* base = a.w;
+  int64_t n0 = 0;
+  for (int j = 0; j + 1 < a.groups; ++j)
+    if (n >= a.gcol[j]) { base = a.gw[j]; n0 = a.gcol[j]; }
+  return static_cast<const T*>(base) + b * a.w_bstride + (n - n0) * a.w_rstride;
+}
+
+// W's TMA descriptors: one per member of a group (Args.groups; [0] alone otherwise).
+struct WMaps {
+  CUtensorMap m[kMaxGroup];
+};
+
 // Sum over the correction's FIX_THREADS threads, the same value in every thread (one order).
 __device__ __forceinline__ double group_sum(double v, int idx, double* red) {
   v = warp_sum(v);
@@ -428,7 +447,6 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
   const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
   T* yrow = static_cast<T*>(a.y) + row * N;
   const T* xrow = static_cast<const T*>(a.x) + j.b * a.x_bstride + j.m * a.x_rstride;
-  const T* W = static_cast<const T*>(a.w) + j.b * a.w_bstride;
   const float u = Elem<T>::kUnitRoundoff, d1 = j.d1;
   int p = -1;
   if (isfinite(d1)) {
@@ -458,7 +476,7 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
     // The stored element's load goes out with the dot's: one round trip for both, not two in turn.
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
     const float t =
-        (float)group_sum(batched_dot<T, NB>(xrow, W + p * a.w_rstride, K, idx, FIX_THREADS), idx, red) + bias_at<T>(a, p);
+        (float)group_sum(batched_dot<T, NB>(xrow, w_row<T>(a, j.b, p), K, idx, FIX_THREADS), idx, red) + bias_at<T>(a, p);
     if (idx == 0) fix_stamp(a, 7);
     if (isfinite(d1) && isfinite(yold)) {
       // The faulty fp32 value is gone (stored rounded): allow its rounding error in the recheck.
@@ -476,7 +494,7 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
   }
   if (!ok && a.policy == kRecompute) {  // the whole row, one element per warp at a time
     for (int64_t n = idx / 32; n < N; n += FIX_WARPS) {
-      const float t = warp_dot(xrow, W + n * a.w_rstride, K, idx % 32) + bias_at<T>(a, n);
+      const float t = warp_dot(xrow, w_row<T>(a, j.b, n), K, idx % 32) + bias_at<T>(a, n);
       if (idx % 32 == 0) yrow[n] = Elem<T>::from_f(t);
     }
   }
@@ -496,7 +514,7 @@ __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64
   const int64_t N = a.N, K = a.K;
   T* yrow = static_cast<T*>(a.y) + ((int64_t)b * a.M + m) * N + n0;
   const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
-  const T* W = static_cast<const T*>(a.w) + b * a.w_bstride + n0 * a.w_rstride;
+  const T* W = w_row<T>(a, b, n0);  // (a tile lies in one member of a group)
   const float u = Elem<T>::kUnitRoundoff;
   int p = -1;
   if (isfinite(d1)) {
@@ -746,7 +764,7 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
   float after;
   if (inj.step >= 0) {
     const T* xr = static_cast<const T*>(a.x) + c.b * a.x_bstride + im * a.x_rstride;
-    const T* wr = static_cast<const T*>(a.w) + c.b * a.w_bstride + (int64_t)inj.col * a.w_rstride;
+    const T* wr = w_row<T>(a, c.b, inj.col);
     const int64_t len = min(a.K, (int64_t)64 * (inj.step + 1));
     const float vt = warp_dot(xr, wr, len, lane);
     const float ct = corrupt(vt, inj);
@@ -765,7 +783,7 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
 
 template <typename T, bool PROTECT, bool INJECT, int BN, bool LOCAL>
 __global__ void __launch_bounds__(THREADS, 1)
-    gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+    gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ WMaps tmW,
                        const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
   static_assert(!LOCAL || (PROTECT && BN + 8 <= 256), "the tile-local check: protected, BN + 8 <= 256");
   extern __shared__ uint8_t smem_raw[];
@@ -785,7 +803,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int f = 0; f < FIX_CAP; ++f) sm.fix_ready[f] = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
-    tma_prefetch_desc(&tmB);
+    for (int j = 0; j < args.groups; ++j) tma_prefetch_desc(&tmW.m[j]);
   }
   if (args.cluster > 1) cluster_sync();  // barriers initialised before any peer multicasts or arrives
   else __syncthreads();
@@ -812,6 +830,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int t = g.cid; t < g.total; t += g.ncl) {
           const TileCoord c = g.tile(t);
           int stats_ks = g.first_stats_ks(c);  // the consumers' statistics k-steps (mainloop)
+          // W's rows of the tile: in a group, those of the member holding its columns
+          int member = 0, wrow = c.nt * BN;
+          while (member + 1 < args.groups && (int64_t)c.nt * BN >= args.gcol[member]) ++member;
+          if (member) wrow -= (int)args.gcol[member - 1];
+          const CUtensorMap* tmB = &tmW.m[member];
           for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
             const int slot = it % TL::STAGES;
             mbar_wait(&sm.empty[slot], ((it / TL::STAGES) & 1) ^ 1);
@@ -833,11 +856,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             uint8_t* st = base + slot * TL::STAGE_BYTES;
             tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
             if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
-              tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), &tmB, &sm.full[slot], ks * BK,
-                             c.nt * BN + (int)g.rank * (BN / 2), c.b, mask);
+              tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), tmB, &sm.full[slot], ks * BK,
+                             wrow + (int)g.rank * (BN / 2), c.b, mask);
             } else {
-              tma_load_3d(st + A_BYTES, &tmB, &sm.full[slot], ks * BK, c.nt * BN, c.b);
-              tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, &tmB, &sm.full[slot], ks * BK, c.nt * BN + BN / 2, c.b);
+              tma_load_3d(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b);
+              tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, tmB, &sm.full[slot], ks * BK, wrow + BN / 2, c.b);
             }
             // the tile's checksum rows, right behind its W rows (each CTA of a cluster its own copy)
             if constexpr (LOCAL) tma_load_3d(st + A_BYTES + TL::B_BYTES, &tmC, &sm.full[slot], ks * BK, c.nt * 8, c.b);
@@ -1076,7 +1099,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 template <typename T, bool PROTECT, bool INJECT, int BN, bool LOCAL = false>
-int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
+int launch(const Args* a, const CUtensorMap& ta, const WMaps& tb, const CUtensorMap& tc) {
   constexpr auto kern = &gemm_global_kernel<T, PROTECT, INJECT, BN, LOCAL>;
   constexpr size_t SMEM_BYTES = Tiles<BN, LOCAL>::SMEM_BYTES;
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
@@ -1091,7 +1114,7 @@ int launch(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CU
 // The build (plain, protected, protected with injection; the protection's check per row or per
 // tile) and element type of a call, at width BN.
 template <typename T, int BN>
-int launch_type(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
+int launch_type(const Args* a, const CUtensorMap& ta, const WMaps& tb, const CUtensorMap& tc) {
   const bool prot = a->protect != 0, inj = prot && a->n_inj > 0;
   if (!prot) return launch<T, false, false, BN>(a, ta, tb, tc);
   if constexpr (BN + 8 <= 256) {
@@ -1100,7 +1123,7 @@ int launch_type(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, con
   return inj ? launch<T, true, true, BN>(a, ta, tb, tc) : launch<T, true, false, BN>(a, ta, tb, tc);
 }
 template <int BN>
-int launch_width(const Args* a, const CUtensorMap& ta, const CUtensorMap& tb, const CUtensorMap& tc) {
+int launch_width(const Args* a, const CUtensorMap& ta, const WMaps& tb, const CUtensorMap& tc) {
   return a->dtype == 0 ? launch_type<__nv_bfloat16, BN>(a, ta, tb, tc) : launch_type<__half, BN>(a, ta, tb, tc);
 }
 
@@ -1115,15 +1138,25 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (bn != 256 && bn != 192 && bn != 128) return FTG_ERR_ARGS;
   const bool local = a->protect && a->local;  // the tile-local check: 192 or 128 wide, its checksum rows
   if (local && (bn == 256 || !a->lsum)) return FTG_ERR_ARGS;
-  CUtensorMap ta, tb, tc;
-  if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM) ||
-      !make_tmap(&tb, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, bn / 2))
-    return FTG_ERR_TMAP;
+  if (a->groups < 1 || a->groups > kMaxGroup || (a->groups > 1 && a->batch != 1)) return FTG_ERR_ARGS;
+  for (int j = 0; j + 1 < a->groups; ++j)  // members' columns: ascending, whole tiles, inside N
+    if (a->gcol[j] % bn || a->gcol[j] <= (j ? a->gcol[j - 1] : 0) || a->gcol[j] >= a->N || !a->gw[j])
+      return FTG_ERR_ARGS;
+  CUtensorMap ta, tc;
+  glb::WMaps tb;
+  if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM)) return FTG_ERR_TMAP;
+  for (int j = 0; j < a->groups; ++j) {  // member j: its rows [col0, col1) of y's columns
+    const int64_t col0 = j ? a->gcol[j - 1] : 0, col1 = j + 1 < a->groups ? a->gcol[j] : a->N;
+    if (!make_tmap(&tb.m[j], j ? a->gw[j - 1] : a->w, a->batch, col1 - col0, a->K, a->w_rstride, a->w_bstride,
+                   bn / 2))
+      return FTG_ERR_TMAP;
+  }
+  for (int j = a->groups; j < kMaxGroup; ++j) tb.m[j] = tb.m[0];  // unread
   if (local) {  // [batch, 8 T_N, K]: 8 checksum rows per N-tile
     const int64_t rows = 8 * (int64_t)ftg::cdiv(a->N, bn);
     if (!make_tmap(&tc, a->lsum, a->batch, rows, a->K, a->K, rows * a->K, 8)) return FTG_ERR_TMAP;
   } else {
-    tc = tb;  // unread
+    tc = tb.m[0];  // unread
   }
   return bn == 256 ? glb::launch_width<256>(a, ta, tb, tc)
          : bn == 192 ? glb::launch_width<192>(a, ta, tb, tc)

@@ -84,57 +84,73 @@ class DerivedCache:
     version counter of the registered owner (:func:`register_owner`, else the tensor's own, which
     views share) tells a change in place. Only for tensors that outlive the call
     (parameters, buffers): a compiled graph's scratch buffer can be rewritten by a kernel without
-    bumping ``_version``, so callers pass ``cache=False`` for weights that are not parameters."""
+    bumping ``_version``, so callers pass ``cache=False`` for weights that are not parameters.
+    A tuple of tensors (a group of sibling weights, one GEMM) is keyed by all of them: a change
+    of any member remakes the entry."""
 
     def __init__(self):
         self._entries: Dict[tuple, tuple] = {}
         self._captured: set = set()  # keys a CUDA-graph capture read: their values are never freed
 
-    def get(self, t: torch.Tensor, make: Callable[[torch.Tensor], object], cache: bool = True,
-            host_sync: Optional[str] = None):
-        """make(t), cached unless ``cache`` is False. ``host_sync``: what make reads on the host,
-        which a CUDA graph cannot do at every call (refused at capture where nothing is cached)."""
+    def get(self, t, make: Callable, cache: bool = True, host_sync: Optional[str] = None):
+        """make(t), cached unless ``cache`` is False; ``t`` a tensor or a tuple of tensors.
+        ``host_sync``: what make reads on the host, which a CUDA graph cannot do at every call
+        (refused at capture where nothing is cached)."""
+        members = t if isinstance(t, tuple) else (t,)
+        on_gpu = members[0].is_cuda
         if not cache:
-            if host_sync and t.is_cuda and cudagraphs.capturing():
+            if host_sync and on_gpu and cudagraphs.capturing():
                 raise cudagraphs.GraphCaptureError(
                     f"ftcompile: a weight computed in the graph needs {host_sync} on the host at every "
                     f"call; this cannot run inside a CUDA graph - compile without CUDA graphs")
             return make(t)
-        storage = t.untyped_storage()
-        key = self.key(t, storage)
+        storages = [m.untyped_storage() for m in members]
+        keys = tuple(self.key(m, s) for m, s in zip(members, storages))
+        key = keys if isinstance(t, tuple) else keys[0]
         hit = self._entries.get(key)
-        version = owner_version(t, storage)
-        if hit is not None and not hit[0].expired() and hit[1] == version:
-            if t.is_cuda and cudagraphs.capturing():
+        version = tuple(owner_version(m, s) for m, s in zip(members, storages))
+        if hit is not None and not self._expired(hit) and hit[1] == version:
+            if on_gpu and cudagraphs.capturing():
                 self._captured.add(key)
             return hit[2]
         what = "a cached weight encoding"
-        if t.is_cuda and cudagraphs.capturing():
-            what += " " + self._miss_reason(t, key, hit, version)
-        value, _ = cudagraphs.persistent(t.device, what, lambda: make(t))
+        if on_gpu and cudagraphs.capturing():
+            what += " " + self._miss_reason(members, keys, hit, version)
+        value, _ = cudagraphs.persistent(members[0].device, what, lambda: make(t))
         if hit is not None and key in self._captured:  # a captured graph still reads its address
             cudagraphs.retire(hit[2])
             self._captured.discard(key)
         if hit is None:  # a new storage: forget those that died since (their keys may be reused)
-            for k in [k for k, e in self._entries.items() if e[0].expired()]:
+            for k in [k for k, e in self._entries.items() if self._expired(e)]:
                 del self._entries[k]
                 self._captured.discard(k)
-        self._entries[key] = (StorageWeakRef(storage), version, value)
+        self._entries[key] = (tuple(StorageWeakRef(s) for s in storages), version, value)
         return value
+
+    @staticmethod
+    def _expired(entry: tuple) -> bool:
+        return any(ref.expired() for ref in entry[0])
 
     @staticmethod
     def key(t: torch.Tensor, storage=None) -> tuple:
         storage = storage if storage is not None else t.untyped_storage()
         return (storage._cdata, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
 
-    def _miss_reason(self, t: torch.Tensor, key: tuple, hit, version: int) -> str:
-        """Why ``t`` missed (for the capture error: a warm-up call should have cached it)."""
-        shape = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
-        if hit is not None and not hit[0].expired():
-            return f"(weight {shape} changed in place since: version {hit[1]} -> {version})"
-        alive = [k for k, e in self._entries.items() if not e[0].expired() and k[2:] == key[2:]]
+    def _miss_reason(self, members: tuple, keys: tuple, hit, version: tuple) -> str:
+        """Why the weight (or a member of the group) missed (for the capture error: a warm-up call
+        should have cached it)."""
+        def shape(m):
+            return f"{tuple(m.shape)} {str(m.dtype).replace('torch.', '')}"
+        if hit is not None and not self._expired(hit):
+            changed = [i for i, (a, b) in enumerate(zip(hit[1], version)) if a != b]
+            i = changed[0] if changed else 0
+            return f"(weight {shape(members[i])} changed in place since: version {hit[1][i]} -> {version[i]})"
+        seen = {k for key in self._entries for k in (key if isinstance(key[0], tuple) else (key,))}
+        i = next((i for i, k in enumerate(keys) if k not in seen), 0)
+        alive = [k for k, e in self._entries.items()
+                 if not self._expired(e) and not isinstance(k[0], tuple) and k[2:] == keys[i][2:]]
         copy = f"; perhaps a copy of one of the {len(alive)} warmed-up weights of its geometry" if alive else ""
-        return f"(weight {shape} at 0x{t.data_ptr():x}: no warm-up call saw this storage{copy})"
+        return f"(weight {shape(members[i])} at 0x{members[i].data_ptr():x}: no warm-up call saw this storage{copy})"
 
 
 _checksum_cache = DerivedCache()

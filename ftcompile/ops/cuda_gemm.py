@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import math
 import os
 import threading
@@ -53,6 +54,7 @@ K_TILE = gemm.K_TILE
 N_TILE = gemm.N_TILE
 STRIDE = checksum.STRIDE
 MAX_INJ = 8
+MAX_GROUP = 4  # sibling weights one global call takes as a group (run with a tuple of weights)
 POLICY = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 FMT = {"fp32": 0, "bf16": 1, "fp16": 2}
 DTYPES = {torch.bfloat16: 0, torch.float16: 1}
@@ -132,6 +134,8 @@ class _Args(ctypes.Structure):
                 ("part_tiles", ctypes.c_int64), ("part", ctypes.c_void_p),
                 ("local", ctypes.c_int32), ("lscale_inv", ctypes.c_float),
                 ("lsum", ctypes.c_void_p), ("btile", ctypes.c_void_p),
+                ("groups", ctypes.c_int32), ("gw", ctypes.c_void_p * (MAX_GROUP - 1)),
+                ("gcol", ctypes.c_int64 * (MAX_GROUP - 1)),
                 ("inj", _Inj * MAX_INJ)]
 
 
@@ -178,6 +182,12 @@ _bcache, _ccache, _mcache = gemm.DerivedCache(), gemm.DerivedCache(), gemm.Deriv
 _tcache = {bn: (gemm.DerivedCache(), gemm.DerivedCache()) for bn in TILE_CHECK_BNS}  # (W rows, bias sums)
 
 
+def _joined(w):
+    """A weight, or a group's members joined along N (transient: only what is derived from it is
+    kept, never the joined copy)."""
+    return torch.cat(w, -2) if isinstance(w, tuple) else w
+
+
 def _split3(v: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """v (fp64) as three 16-bit parts hi + mid + lo: ~24 bits, what the fp32 accumulators keep."""
     hi = v.to(dtype)
@@ -200,8 +210,10 @@ def _tile_checksums(weight: torch.Tensor, bn: int, cache: bool = True) -> Tuple[
     """(rows [WB, 8 T_N, K] in W's dtype, 1 / scale) of the tile-local check: per bn-wide N-tile,
     the sum of its W rows and their sum weighted by (c + 1) / W_DEN, each scaled by a power of two
     (max |sum| in [1, 2): fp16's exponent range) and split hi/mid/lo, a row of ones (sum x) and a
-    zero row. One host sync per weight version (the scale)."""
+    zero row. One host sync per weight version (the scale). ``weight``: a tensor or a group's
+    members (whose boundaries fall on whole bn-wide tiles)."""
     def make(w):
+        w = _joined(w)
         sums = _tile_sums(_batched(w).double(), bn)  # [WB, T, 2, K]
         wb, tiles, _, k = sums.shape
         top = float(sums.abs().max()) if sums.numel() else 0.0
@@ -223,10 +235,13 @@ def _bias_tile_sums(bias: torch.Tensor, bn: int, cache: bool = True) -> torch.Te
 
 def _weight_enc(weight: torch.Tensor, scheme: str, cache: bool = True):
     """(sums [WB,2,K] fp32 or None, stats [WB,3] fp32, finite int32 [1]): what the scheme's kernel
-    reads of W (the thread kernel no W sums: it checks against the W tiles it loads)."""
+    reads of W (the thread kernel no W sums: it checks against the W tiles it loads). ``weight``:
+    a tensor or a group's members (encoded as if joined along N)."""
     def make(w):
-        sums = gemm.weight_checksums(w, cache).sums.contiguous() if scheme == "linear_global" else None
-        st, finite = gemm.weight_stats(w, cache)
+        own = cache and not isinstance(w, tuple)  # the joined copy is transient: not a cache key
+        w = _joined(w)
+        sums = gemm.weight_checksums(w, own).sums.contiguous() if scheme == "linear_global" else None
+        st, finite = gemm.weight_stats(w, own)
         stats = torch.stack([st.sum_abs_mu, st.sum_var, st.sum_mu2], -1)
         return sums, stats.float().reshape(-1, 3).contiguous(), finite.to(torch.int32).reshape(1)
     return _wcache[scheme].get(weight, make, cache)
@@ -239,6 +254,11 @@ def _bias_stats(bias: torch.Tensor, cache: bool = True) -> torch.Tensor:
         pos = torch.arange(1, b.numel() + 1, dtype=torch.float64, device=b.device)
         return torch.stack([bd.sum(), (bd * pos).sum(), bd.abs().sum(), bd.abs().max()]).contiguous()
     return _bcache.get(bias, make, cache)
+
+
+def _group_bias(biases: tuple, cache: bool = True) -> torch.Tensor:
+    """A group's biases joined (the kernel reads one bias vector; small, so a cached copy)."""
+    return _ccache.get(biases, lambda bs: torch.cat(bs).contiguous(), cache)
 
 
 def _batched(t: torch.Tensor) -> torch.Tensor:
@@ -353,6 +373,25 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
         return "bias must be [N]"
     if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight, static_weight) * 8 > 60000:
         return "fp16 weights so large that an 8-term checksum could overflow fp16"
+    return None
+
+
+def group_fallback_reason(x: torch.Tensor, weights, biases=(), static_weight: bool = True) -> Optional[str]:
+    """Why the global kernel does not take this group of sibling weights as one call (None: it
+    does): each member as a linear of its own, and the group's layout (run: every member but the
+    last spans whole tiles of the narrowest width; one K and row stride)."""
+    if not 1 < len(weights) <= MAX_GROUP:
+        return f"a group takes 2 to {MAX_GROUP} weights"
+    for i, w in enumerate(weights):
+        why = fallback_reason("linear_global", x, w, biases[i] if biases else None, static_weight)
+        if why is not None:
+            return why
+        if w.dim() != 2:
+            return "a group's weights are [N, K]"
+    if any(w.shape[0] % min(GLOBAL_BNS) for w in weights[:-1]):
+        return f"a group's members but the last must span whole {min(GLOBAL_BNS)}-wide tiles"
+    if len({(w.shape[1], w.stride(0), w.stride(1)) for w in weights}) > 1:
+        return "a group's weights must share K and strides"
     return None
 
 
@@ -567,7 +606,7 @@ def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
     return c, -neg_bn, split
 
 
-def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
+def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS) -> str:
     """The global scheme's check where GLOBAL_CHECK is "auto" (see GLOBAL_CHECK). The tile-local
     check costs ~4 % for its columns, ~1-5 % for x's range and 5-19 % for its epilogue (run 25c,
     NOTES_gemm.md); the row check 2-8 % at long K but 20-50 % at K <= 3072 (its cross-CTA tail).
@@ -578,14 +617,18 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int) -> str:
     N-tile's sums landed before one CTA verifies the rows, is most of its cost: the tile check wins
     with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
     128x4096^2 23.6 -> 21.4 us, GPT-2 layers at M = 128-256 13 -> 10.6); above that its per-tile
-    costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71)."""
+    costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71). ``allowed``:
+    the widths the call may take (a group's member boundaries)."""
+    tile_bns = tuple(b for b in TILE_CHECK_BNS if b in allowed)
+    if not tile_bns:
+        return "rows"
     mtiles = global_mtiles(m)
     if mtiles <= GLOBAL_FEW_MTILES:
         return "tiles" if mtiles == 1 or 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES else "rows"
     if k > 3072:
         return "rows"
-    tiles = _global_tile_cost(m, n, k, wb, num_sms, TILE_CHECK_BNS)[0]
-    return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, GLOBAL_BNS)[0] else "rows"
+    tiles = _global_tile_cost(m, n, k, wb, num_sms, tile_bns)[0]
+    return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, allowed)[0] else "rows"
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -617,11 +660,30 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
     launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
     tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
-    GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3])."""
+    GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]).
+
+    A group (global scheme): ``weight`` a tuple of [N_j, K] members and ``bias`` None or a tuple
+    of their biases; y holds their outputs side by side ([..., sum N_j]), one GEMM over x.
+    Members stay where they are (one TMA descriptor each); every member but the last must span
+    whole tiles of the narrowest width (128), and the tile width is one that divides those."""
     thread = scheme == "linear_thread"
-    w3 = _kernel_weight(weight, site.static_weight)
-    wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
-    x3 = x.reshape(wb, -1, weight.shape[-1])
+    group = isinstance(weight, tuple)
+    if group:
+        members = tuple(_kernel_weight(w, site.static_weight) for w in weight)
+        bounds = list(itertools.accumulate(w.shape[1] for w in members))  # member j ends at bounds[j]
+        if thread or not 1 < len(members) <= MAX_GROUP or any(w.dim() != 2 for w in weight):
+            raise ValueError(f"ftcompile: a group is 2 to {MAX_GROUP} [N, K] weights of the global scheme")
+        if len({(w.shape[2], w.stride(1)) for w in members}) > 1:
+            raise ValueError("ftcompile: a group's weights must share K and row stride")
+        w3, k_in = members[0], weight[0].shape[-1]
+        wb, _, k = w3.shape
+        n = bounds[-1]
+        if bias is not None:
+            bias = _group_bias(tuple(bias), site.static_weight)
+    else:
+        w3, k_in = _kernel_weight(weight, site.static_weight), weight.shape[-1]
+        wb, n, k = w3.shape  # k: K padded to a multiple of 8 (x too: zero columns)
+    x3 = x.reshape(wb, -1, k_in)
     if x3.shape[-1] != k:
         x3 = F.pad(x3, (0, k - x3.shape[-1]))
     if not _tma_ok(x3):  # TMA wants K contiguous, 16-byte rows: copy (fresh, aligned storage)
@@ -645,7 +707,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if protect:
         # Encoded from the kernel's weight (padded where K % 8 != 0: statistics over K8 columns,
         # as the kernel's x statistics are).
-        sums, stats, finite = _weight_enc(w3 if k != weight.shape[-1] else weight, scheme, site.static_weight)
+        enc_w = (members if group else w3) if k != k_in else weight
+        sums, stats, finite = _weight_enc(enc_w, scheme, site.static_weight)
         keep += [sums, stats, finite]
         a.wstats, a.wfinite = stats.data_ptr(), finite.data_ptr()
         if sums is not None:
@@ -690,14 +753,24 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         check = check or GLOBAL_CHECK
         if check not in ("auto", "rows", "tiles"):
             raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
+        # a group's member boundaries on whole tiles
+        allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
+        if not allowed:
+            raise ValueError(f"ftcompile: a group's members but the last must span whole {min(GLOBAL_BNS)}-wide tiles "
+                             f"(N = {[w.shape[1] for w in members]})")
         if check == "auto":
-            check = "rows" if bn == 256 else global_check(m, n, k, wb, a.num_sms)
+            check = "rows" if bn == 256 else global_check(m, n, k, wb, a.num_sms, allowed)
         a.local = int(protect and check == "tiles")
-        widths = TILE_CHECK_BNS if a.local else GLOBAL_BNS
+        widths = tuple(b for b in (TILE_CHECK_BNS if a.local else GLOBAL_BNS) if b in allowed)
         a.bn = bn or global_tile(m, n, k, wb, a.num_sms, widths)[0]
         if a.bn not in widths:
             raise ValueError(f"ftcompile: global kernel tile width {a.bn} with the {check} check "
                              f"(one of {widths})")
+        a.groups = len(members) if group else 1
+        if group:
+            for j, (w, col) in enumerate(zip(members[1:], bounds[:-1])):
+                a.gw[j], a.gcol[j] = w.data_ptr(), col
+            keep.extend(members)
         a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms, a.bn), math.ceil(k / K_TILE)))
         if a.split > 1:
             tiles = global_tiles(m, n, wb, a.bn, a.cluster)
@@ -714,8 +787,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         keep.append(ws)
         a.ws = ws.data_ptr()
     if protect and a.local:  # the tile-local check's rows of W (and the bias's tile sums)
-        lsum, a.lscale_inv = _tile_checksums(w3 if k != weight.shape[-1] else weight, a.bn,
-                                             site.static_weight)
+        lsum, a.lscale_inv = _tile_checksums(enc_w, a.bn, site.static_weight)
         keep.append(lsum)
         a.lsum = lsum.data_ptr()
         if bias is not None:
@@ -746,9 +818,18 @@ def _linear_thread(x, weight, bias, site):
     return run("linear_thread", x, weight, bias, site)
 
 
+def _linear_group(x, weights, biases, site):
+    return run("linear_global", x, tuple(weights), tuple(biases) if biases else None, site)
+
+
+def _group_supports(x, weights, biases=(), static_weight=True):
+    return group_fallback_reason(x, weights, biases, static_weight) is None
+
+
 # ----------------------------------------------------------------------------- registration
 if torch.cuda.is_available():
     if cuda.is_sm90(torch.device("cuda", torch.cuda.current_device())):
         lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
     cuda.register("linear_global", _supports("linear_global"), _linear_global)
     cuda.register("linear_thread", _supports("linear_thread"), _linear_thread)
+    cuda.register("linear_group", _group_supports, _linear_group)

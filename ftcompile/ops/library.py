@@ -2,6 +2,8 @@
 
   ftcompile::linear_global(x, weight, bias, site) -> y     global ABFT, offline W checksums
   ftcompile::linear_thread(x, weight, bias, site) -> y     one-sided thread-level strided ABFT
+  ftcompile::linear_group(x, weights, biases, site) -> y   sibling linears over one x as one
+                                                            global-ABFT GEMM: their outputs side by side
   ftcompile::attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, site) -> o   EFTA
 
 ``weight`` is [N, K] (or a batch [B, N, K] for bmm-style products) with any strides: y = x W^T + b.
@@ -13,7 +15,7 @@ for the op in :mod:`ftcompile.ops.cuda` and accepts the call.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -95,6 +97,37 @@ linear_global.register_fake(_linear_fake)
 linear_thread.register_fake(_linear_fake)
 
 
+@torch.library.custom_op("ftcompile::linear_group", mutates_args=(), tags=NEEDS_CONTIGUOUS)
+def linear_group(x: Tensor, weights: List[Tensor], biases: List[Tensor], site: int) -> Tensor:
+    """y = x [W_0; W_1; ...]^T (+ [b_0; b_1; ...]): sibling linears over one x (a layer's q/k/v,
+    an MLP's gate/up) as one global-ABFT GEMM, checked per output row over all members; weights
+    [N_j, K], biases one per weight or none. The CUDA kernel reads each weight where it is; the
+    reference joins them per call (passes/linear_group.py says which layers form groups)."""
+    if len(weights) < 2 or (biases and len(biases) != len(weights)):
+        raise ValueError(f"ftcompile linear_group: 2 or more weights and a bias for each or none, got "
+                         f"{len(weights)} weights and {len(biases)} biases")
+    for i, w in enumerate(weights):
+        _check_linear_args(x, w, biases[i] if biases else None)
+        if w.dim() != 2 or w.shape[-1] != weights[0].shape[-1]:
+            raise ValueError(f"ftcompile linear_group: weights must be [N, K] with one K, got "
+                             f"{[tuple(w.shape) for w in weights]}")
+    site_ = telemetry.site(site)
+    kernel = cuda.kernel_for("linear_group", x, weights, biases, static_weight=site_.static_weight)
+    cudagraphs.check_site(site, site_.name, site_.policy, None if kernel is not None else _NO_KERNEL)
+    if kernel is not None:
+        return kernel(x, weights, biases, site_)
+    with torch.no_grad():  # the joined copy is the call's own: nothing to cache on it
+        y, outcome = gemm.linear_global(x, torch.cat(weights), torch.cat(biases) if biases else None,
+                                        static_weight=False, **_site_kwargs(site_))
+    _record(site, x.device, outcome, site_)
+    return y
+
+
+@linear_group.register_fake
+def _linear_group_fake(x, weights, biases, site):
+    return x.new_empty(*x.shape[:-1], sum(w.shape[-2] for w in weights))
+
+
 @torch.library.custom_op("ftcompile::attention", mutates_args=(), tags=NEEDS_CONTIGUOUS)
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
               scale: Optional[float], enable_gqa: bool, site: int) -> Tensor:
@@ -146,6 +179,25 @@ def _linear_backward(ctx, grad):
 
 for _op in (linear_global, linear_thread):
     _op.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+def _group_setup(ctx, inputs, output):
+    x, weights, biases, _ = inputs
+    ctx.save_for_backward(x, *weights)
+    ctx.has_bias = bool(biases)
+
+
+def _group_backward(ctx, grad):
+    x, *weights = ctx.saved_tensors
+    grads = grad.split([w.shape[0] for w in weights], -1)
+    x2 = x.reshape(-1, x.shape[-1])
+    gx = sum(g @ w for g, w in zip(grads, weights))
+    gws = [g.reshape(-1, g.shape[-1]).transpose(0, 1) @ x2 for g in grads]
+    gbs = [g.reshape(-1, g.shape[-1]).sum(0) for g in grads] if ctx.has_bias else []
+    return gx, gws, gbs, None
+
+
+linear_group.register_autograd(_group_backward, setup_context=_group_setup)
 
 
 def _attention_setup(ctx, inputs, output):
