@@ -64,22 +64,22 @@ def _prepare_weights(gm: GraphModule, values) -> None:
     """Offline encoding: checksum every global-ABFT parameter now, at compile time (weights
     computed in the graph are encoded per call and never cached). Every linear site's parameters
     are registered as the owners of their storage (see gemm.register_owner)."""
-    linears = (torch.ops.ftcompile.linear_global.default, torch.ops.ftcompile.linear_thread.default)
+    ft = torch.ops.ftcompile
     for node in gm.graph.nodes:
-        if node.target is torch.ops.ftcompile.linear_group.default:  # encoded at its first call
-            for param in (_real_input(a, values) for a in [*node.args[1], *node.args[2]]):
-                if param is not None:
-                    gemm.register_owner(param)
+        if node.target is ft.linear_group.default:  # (its group's encoding is made at its first call)
+            params = [*node.args[1], *node.args[2]]
+        elif node.target in (ft.linear_global.default, ft.linear_thread.default):
+            params = node.args[1:3]
+        else:
             continue
-        if node.target not in linears or not telemetry.site(node.args[3]).static_weight:
+        if not telemetry.site(node.args[3]).static_weight:
             continue
-        w, bias = (_real_input(a, values) for a in node.args[1:3])
-        transposed = node.args[4]
-        for param in (w, bias):
+        for param in (_real_input(a, values) for a in params):
             if param is not None:
                 gemm.register_owner(param)
-        if node.target is linears[0] and w is not None:
-            gemm.weight_checksums(w.transpose(-2, -1) if transposed else w)
+        w = _real_input(node.args[1], values)
+        if node.target is ft.linear_global.default and w is not None:
+            gemm.weight_checksums(w.transpose(-2, -1) if node.args[4] else w)
 
 
 def _real_input(node, values) -> Optional[torch.Tensor]:

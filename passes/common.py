@@ -141,11 +141,14 @@ def decide(ctx: PassContext, kind: str, op: str, name: str, dtype: torch.dtype, 
 
 
 def register_site(ctx: PassContext, record: SiteRecord, static_weight: bool = True) -> int:
+    record.site_id = new_site(ctx, record.name, record.kind, record.scheme, static_weight)
+    return record.site_id
+
+
+def new_site(ctx: PassContext, name: str, kind: str, scheme: str, static_weight: bool = True) -> int:
+    """The telemetry site of a protected op under the compile's policy and thresholds."""
     cfg = ctx.config
-    site = telemetry.register(record.name, record.kind, record.scheme, cfg.policy, cfg.c_sigma,
-                              cfg.e_max_safety, static_weight)
-    record.site_id = site
-    return site
+    return telemetry.register(name, kind, scheme, cfg.policy, cfg.c_sigma, cfg.e_max_safety, static_weight)
 
 
 def replace(gm: GraphModule, old: Node, target, args: Sequence, dead: Sequence[Node],

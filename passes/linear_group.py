@@ -21,7 +21,7 @@ from torch.fx import GraphModule, Node
 from ftcompile.ops.cuda_gemm import GLOBAL_BNS, MAX_GROUP
 from ftcompile.report import SiteRecord
 
-from .common import PassContext, register_site
+from .common import PassContext, new_site
 
 TILE = min(GLOBAL_BNS)  # the narrowest global tile: members but the last span whole ones
 
@@ -80,11 +80,7 @@ def rewrite(gm: GraphModule, ctx: PassContext, members: List[Candidate]) -> None
                 first.prepend(p)
     name = ctx.unique(group_name(members))
     width = sum(c.n for c in members)
-    lead = members[0].record
-    group_record = SiteRecord(name=name, kind="linear", op="linear_group", shapes="", dtype=lead.dtype,
-                              flops=None, bytes=None, intensity=None, cmr=lead.cmr, scheme="global",
-                              reason="", graph=lead.graph)
-    site = register_site(ctx, group_record, static_weight=True)  # candidates are parameters
+    site = new_site(ctx, name, "linear", "global")  # candidates' weights are parameters
     biases = [c.b for c in members] if members[0].b is not None else []
     with graph.inserting_before(first):
         new = graph.call_function(torch.ops.ftcompile.linear_group.default,

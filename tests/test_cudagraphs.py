@@ -106,7 +106,7 @@ def test_capture_miss_says_why():
     assert "perhaps a copy of one of the 1 warmed-up" in cache._miss_reason((copy,), (key(copy),), None, (0,))
     assert "perhaps" not in cache._miss_reason((copy.t(),), (key(copy.t()),), None, (0,))
     w.add_(1)
-    hit = cache._entries[key(w)]
+    hit = cache._entries[(key(w),)]
     assert "version 0 -> 1" in cache._miss_reason((w,), (key(w),), hit, (w._version,))
     other = torch.ones(2, 3)
     cache.get((w, other), lambda t: t[0].sum() + t[1].sum())

@@ -70,6 +70,14 @@ struct Args {
   int32_t groups;              // members (1: w alone; at most kMaxGroup)
   const void* gw[kMaxGroup - 1];
   int64_t gcol[kMaxGroup - 1];
+
+  // The group member holding output column n (0 without a group), and its first column.
+  __host__ __device__ int member_of(int64_t n) const {
+    int j = 0;
+    while (j + 1 < groups && n >= gcol[j]) ++j;
+    return j;
+  }
+  __host__ __device__ int64_t member_col0(int j) const { return j ? gcol[j - 1] : 0; }
   Injection inj[kMaxInj];
 };
 

@@ -410,11 +410,8 @@ __device__ __forceinline__ float bias_at(const Args& a, int64_t n) {
 // W's row of output column n (of batch b): in a group (Args.groups), of the member holding n.
 template <typename T>
 __device__ const T* w_row(const Args& a, int64_t b, int64_t n) {
-  const void* base = a.w;
-  int64_t n0 = 0;
-  for (int j = 0; j + 1 < a.groups; ++j)
-    if (n >= a.gcol[j]) { base = a.gw[j]; n0 = a.gcol[j]; }
-  return static_cast<const T*>(base) + b * a.w_bstride + (n - n0) * a.w_rstride;
+  const int j = a.member_of(n);
+  return static_cast<const T*>(j ? a.gw[j - 1] : a.w) + b * a.w_bstride + (n - a.member_col0(j)) * a.w_rstride;
 }
 
 // W's TMA descriptors: one per member of a group (Args.groups; [0] alone otherwise).
@@ -831,9 +828,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           const TileCoord c = g.tile(t);
           int stats_ks = g.first_stats_ks(c);  // the consumers' statistics k-steps (mainloop)
           // W's rows of the tile: in a group, those of the member holding its columns
-          int member = 0, wrow = c.nt * BN;
-          while (member + 1 < args.groups && (int64_t)c.nt * BN >= args.gcol[member]) ++member;
-          if (member) wrow -= (int)args.gcol[member - 1];
+          const int member = args.member_of((int64_t)c.nt * BN);
+          const int wrow = c.nt * BN - (int)args.member_col0(member);
           const CUtensorMap* tmB = &tmW.m[member];
           for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
             const int slot = it % TL::STAGES;
@@ -1140,13 +1136,13 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (local && (bn == 256 || !a->lsum)) return FTG_ERR_ARGS;
   if (a->groups < 1 || a->groups > kMaxGroup || (a->groups > 1 && a->batch != 1)) return FTG_ERR_ARGS;
   for (int j = 0; j + 1 < a->groups; ++j)  // members' columns: ascending, whole tiles, inside N
-    if (a->gcol[j] % bn || a->gcol[j] <= (j ? a->gcol[j - 1] : 0) || a->gcol[j] >= a->N || !a->gw[j])
+    if (a->gcol[j] % bn || a->gcol[j] <= a->member_col0(j) || a->gcol[j] >= a->N || !a->gw[j])
       return FTG_ERR_ARGS;
   CUtensorMap ta, tc;
   glb::WMaps tb;
   if (!make_tmap(&ta, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, glb::BM)) return FTG_ERR_TMAP;
   for (int j = 0; j < a->groups; ++j) {  // member j: its rows [col0, col1) of y's columns
-    const int64_t col0 = j ? a->gcol[j - 1] : 0, col1 = j + 1 < a->groups ? a->gcol[j] : a->N;
+    const int64_t col0 = a->member_col0(j), col1 = j + 1 < a->groups ? a->member_col0(j + 1) : a->N;
     if (!make_tmap(&tb.m[j], j ? a->gw[j - 1] : a->w, a->batch, col1 - col0, a->K, a->w_rstride, a->w_bstride,
                    bn / 2))
       return FTG_ERR_TMAP;

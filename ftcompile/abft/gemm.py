@@ -105,8 +105,7 @@ class DerivedCache:
                     f"call; this cannot run inside a CUDA graph - compile without CUDA graphs")
             return make(t)
         storages = [m.untyped_storage() for m in members]
-        keys = tuple(self.key(m, s) for m, s in zip(members, storages))
-        key = keys if isinstance(t, tuple) else keys[0]
+        key = tuple(self.key(m, s) for m, s in zip(members, storages))  # one per member
         hit = self._entries.get(key)
         version = tuple(owner_version(m, s) for m, s in zip(members, storages))
         if hit is not None and not self._expired(hit) and hit[1] == version:
@@ -115,7 +114,7 @@ class DerivedCache:
             return hit[2]
         what = "a cached weight encoding"
         if on_gpu and cudagraphs.capturing():
-            what += " " + self._miss_reason(members, keys, hit, version)
+            what += " " + self._miss_reason(members, key, hit, version)
         value, _ = cudagraphs.persistent(members[0].device, what, lambda: make(t))
         if hit is not None and key in self._captured:  # a captured graph still reads its address
             cudagraphs.retire(hit[2])
@@ -145,10 +144,10 @@ class DerivedCache:
             changed = [i for i, (a, b) in enumerate(zip(hit[1], version)) if a != b]
             i = changed[0] if changed else 0
             return f"(weight {shape(members[i])} changed in place since: version {hit[1][i]} -> {version[i]})"
-        seen = {k for key in self._entries for k in (key if isinstance(key[0], tuple) else (key,))}
+        seen = {k for key in self._entries for k in key}
         i = next((i for i, k in enumerate(keys) if k not in seen), 0)
-        alive = [k for k, e in self._entries.items()
-                 if not self._expired(e) and not isinstance(k[0], tuple) and k[2:] == keys[i][2:]]
+        alive = [key for key, e in self._entries.items()
+                 if not self._expired(e) and len(key) == 1 and key[0][2:] == keys[i][2:]]
         copy = f"; perhaps a copy of one of the {len(alive)} warmed-up weights of its geometry" if alive else ""
         return f"(weight {shape(members[i])} at 0x{members[i].data_ptr():x}: no warm-up call saw this storage{copy})"
 

@@ -669,12 +669,11 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     thread = scheme == "linear_thread"
     group = isinstance(weight, tuple)
     if group:
+        why = "the thread scheme takes no groups" if thread else group_fallback_reason(x, weight, bias or ())
+        if why is not None:
+            raise ValueError(f"ftcompile: {why}")
         members = tuple(_kernel_weight(w, site.static_weight) for w in weight)
         bounds = list(itertools.accumulate(w.shape[1] for w in members))  # member j ends at bounds[j]
-        if thread or not 1 < len(members) <= MAX_GROUP or any(w.dim() != 2 for w in weight):
-            raise ValueError(f"ftcompile: a group is 2 to {MAX_GROUP} [N, K] weights of the global scheme")
-        if len({(w.shape[2], w.stride(1)) for w in members}) > 1:
-            raise ValueError("ftcompile: a group's weights must share K and row stride")
         w3, k_in = members[0], weight[0].shape[-1]
         wb, _, k = w3.shape
         n = bounds[-1]
@@ -753,11 +752,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         check = check or GLOBAL_CHECK
         if check not in ("auto", "rows", "tiles"):
             raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
-        # a group's member boundaries on whole tiles
+        # a group's member boundaries on whole tiles (at least the narrowest: group_fallback_reason)
         allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
-        if not allowed:
-            raise ValueError(f"ftcompile: a group's members but the last must span whole {min(GLOBAL_BNS)}-wide tiles "
-                             f"(N = {[w.shape[1] for w in members]})")
         if check == "auto":
             check = "rows" if bn == 256 else global_check(m, n, k, wb, a.num_sms, allowed)
         a.local = int(protect and check == "tiles")
