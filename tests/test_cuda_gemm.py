@@ -234,6 +234,25 @@ def test_no_false_positives_over_many_random_inputs(scheme):
     assert s["detected"] == 0 and s["checks"] == calls and s["uncorrectable"] == 0
 
 
+@needs_hopper
+@pytest.mark.parametrize("protect", [False, True])
+def test_ring_kernel_never_reads_a_refilled_slot(protect):
+    """Regression (run 30a): without a proxy fence before a slot's release, the ring kernel's
+    consumers could still be reading a slot the TMA refilled: 1-10 % of calls at this shape (4 warps
+    over M, 4 stages) returned a wrong block. 60 calls, each compared with the fp64 product."""
+    sid = site(f"cu-ring-refill-{protect}")
+    m, n, k = 256, 11008, 4096
+    assert cuda_gemm.thread_config(m, n, k, 1, 132)[1] == 4  # the configuration the race hit
+    torch.manual_seed(0)
+    x, w = _rand(m, k, dtype=torch.bfloat16), _rand(n, k, dtype=torch.bfloat16, scale=k ** -0.5)
+    ref = F.linear(x.double(), w.double())
+    tol = 2 * (F.linear(x, w).double() - ref).abs().max() + 1e-6
+    bad = sum(int(((cuda_gemm.run("linear_thread", x, w, None, ftcompile.telemetry.site(sid), protect=protect,
+                                  kernel="ring").double() - ref).abs() > tol).any()) for _ in range(60))
+    assert bad == 0
+    assert _stats(f"cu-ring-refill-{protect}")["detected"] == 0
+
+
 FAULTS = [dict(stage="accumulator", value=0.5, k_step=1), dict(stage="accumulator", bit=30, fmt="fp32"),
           dict(stage="accumulator", bit=27, fmt="fp32", k_step=0), dict(stage="output", bit=14, fmt="bf16"),
           dict(stage="output", bit=31, fmt="fp32"), dict(stage="output", value=float("nan")),
@@ -400,6 +419,42 @@ def test_cuda_graph_replay_keeps_counting(scheme):
     torch.cuda.synchronize()
     assert _stats(name)["checks"] == 4 and _stats(name)["detected"] == 0
     torch.testing.assert_close(y, F.linear(x, w), rtol=2e-2, atol=2e-2)
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "thread"])
+def test_capture_without_warm_up_shares_one_workspace(scheme, monkeypatch):
+    """A capture whose stream saw no warm-up call makes a workspace the graph owns: once per capture
+    (one per call put 3 fill kernels before every captured GEMM, run 30f), a new one for the next
+    capture; outputs and counts stay right on replay."""
+    from ftcompile import cudagraphs
+    made = []
+    real = cudagraphs.persistent
+
+    def counting(device, what, make, per_graph=False):
+        value, in_graph = real(device, what, make, per_graph)
+        made.append((what, in_graph))
+        return value, in_graph
+    monkeypatch.setattr(cudagraphs, "persistent", counting)
+    name = f"cu-graph-ws-{scheme}"
+    sid = site(name)
+    xs = [_rand(300, 512, dtype=torch.bfloat16) for _ in range(3)]
+    w = _rand(1024, 512, dtype=torch.bfloat16)
+    OPS[scheme](xs[0], w, None, sid)  # caches (per weight) made outside the capture
+    torch.cuda.synchronize()
+    for capture in range(2):
+        made.clear()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            ys = [OPS[scheme](x, w, None, sid) for x in xs]
+        whats = [what for what, in_graph in made]
+        assert whats and all(in_graph for _, in_graph in made), made  # graph-owned ...
+        assert len(whats) == len(set(whats)), made  # ... and one of each kind per capture
+        g.replay()
+        torch.cuda.synchronize()
+        for x, y in zip(xs, ys):
+            torch.testing.assert_close(y, F.linear(x, w), rtol=2e-2, atol=2e-2)
+    assert _stats(name)["checks"] == 1 + 2 * 3 and _stats(name)["detected"] == 0
 
 
 @needs_hopper

@@ -126,6 +126,7 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
   for (int rr = 0; rr < 2; ++rr) bad1[rr] = r.to.rowbad[rr] || r.to.grpbad[rr];
   float sc[1][4];
   qk_warp<T, D>(r.s, sc, sq, sk, q_half, k_half, lane);
+  fence_proxy_async_smem();  // the slot's ldmatrix reads ordered before its TMA refill (cold path)
   const bool nonfinite = any_nonfinite(r.s, sc);
   if (masked) {
     softmax_tile<T, D, true, true>(r.s, sc, r.m_old, r.qn, r.to, r.cx, false);

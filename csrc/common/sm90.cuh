@@ -18,6 +18,14 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
 __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
+// Generic-proxy reads of a TMA-filled slot (ldmatrix, ld.shared) before the slot is released for
+// the next TMA write (async proxy): an mbarrier's release orders only the generic proxy, and ptxas
+// then issues the arrive with the reads still in flight. Without this fence the ring kernel read a
+// refilled slot in 1-10 % of calls (benchmarks/NOTES_gemm.md, run 30a). Every reading thread runs
+// it, before the warp's arrive.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");

@@ -335,20 +335,26 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     for (int kk = 0; kk < BK / 16; ++kk)
       wgmma_ss<T, (FTG_ABLATE & 16) ? BN : TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
+    // The statistics read the slot through the generic proxy: fenced before its release
+    // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it.
     if constexpr (PROTECT && LOCAL && !(FTG_ABLATE & 2)) {
       xrg.step(smem_u32(stage), (int64_t)ks * BK, K);
+      fence_proxy_async_smem();
     } else if constexpr (PROTECT && !LOCAL && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
+        fence_proxy_async_smem();
         stats_ks += tn_n;
       }
     }
     wgmma_wait<1>();
+    if constexpr (PROTECT) __syncwarp();
     if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
+  if constexpr (PROTECT) __syncwarp();
   if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 

@@ -173,6 +173,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         }
       }
       }
+      fence_proxy_async_smem();  // the slot's ldmatrix reads done before the TMA refills it
       __syncwarp();
       if (lane == 0) mbar_arrive(&sm.empty[slot]);
     }
@@ -280,6 +281,19 @@ extern "C" const char* ft_error_string(int code) {
   if (code == FTG_ERR_TMAP) return "TMA descriptor rejected (alignment/stride)";
   if (code == FTG_ERR_ARGS) return "invalid arguments";
   return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+// The id of the CUDA graph capture running on `stream` (0: none). A capture without warm-up calls
+// on its stream makes its own workspaces; the Python side keys them on this id, so all calls of
+// one capture share one (cuda_gemm._workspace).
+extern "C" unsigned long long ft_capture_id(int64_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  if (cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &id) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: leave no error for the next launch to report
+    return 0;
+  }
+  return status == cudaStreamCaptureStatusActive ? id : 0;
 }
 
 // sizeof(Args): the Python side checks its ctypes mirror against it once at load.

@@ -161,6 +161,8 @@ def lib():
                     getattr(handle, fn).argtypes = [ctypes.POINTER(_Args)]
                     getattr(handle, fn).restype = ctypes.c_int
                 handle.ft_error_string.restype = ctypes.c_char_p
+                handle.ft_capture_id.restype = ctypes.c_ulonglong
+                handle.ft_capture_id.argtypes = [ctypes.c_int64]
                 handle.ft_gemm_global_ws_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_global_split_bytes.restype = ctypes.c_longlong
@@ -288,7 +290,23 @@ def _weight_maxabs(weight: torch.Tensor, cache: bool = True) -> float:
 
 
 # ----------------------------------------------------------------------------- workspaces
-_ws: Dict[tuple, torch.Tensor] = {}
+_ws: Dict[tuple, object] = {}
+# key -> (capture id, workspace): the workspace a capture without warm-up on its stream made,
+# shared by that capture's later calls (one per call put 3 fill kernels before every captured
+# GEMM: run 30f). Replaced when another capture makes one; a stale entry holds one small block of
+# its graph's pool until then.
+_graph_ws: Dict[tuple, tuple] = {}
+
+
+def _cached_workspace(key: tuple):
+    """The workspace for key = (kind, device, stream): cached outside captures, or the one the
+    capture now running on that stream made (None: make one)."""
+    hit = _ws.get(key)
+    if hit is None and key in _graph_ws and cudagraphs.capturing():
+        cid, value = _graph_ws[key]
+        if cid == lib().ft_capture_id(key[2]):
+            hit = value
+    return hit
 
 
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
@@ -298,9 +316,9 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
     (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
     min (+inf) rows start; the rest starts at zero. Grown by doubling; a replaced one is kept (a
     CUDA graph may hold it). Captured without a warm-up on the capturing stream: one the graph
-    owns, initialised at every replay."""
+    owns, initialised at every replay and shared by the capture's calls."""
     key = (kind, device, stream)
-    hit = _ws.get(key)
+    hit = _cached_workspace(key)
     if kind == "thread":
         if hit is None:
             hit = _new_workspace(key, None, "the thread kernel's workspace",
@@ -327,7 +345,9 @@ def _new_workspace(key: tuple, old, what: str, make):
     in place of ``old``, which is kept (a captured graph may hold it); during a capture with no
     warm-up on its stream, one the graph owns and that is not cached."""
     value, in_graph = cudagraphs.persistent(key[1], what, make, per_graph=True)
-    if not in_graph:
+    if in_graph:
+        _graph_ws[key] = (lib().ft_capture_id(key[2]), value)
+    else:
         if old is not None:
             cudagraphs.retire(old)
         _ws[key] = value
@@ -339,7 +359,7 @@ def _split_workspace(device: torch.device, stream: int, tiles: int, splits: int)
     (zero between calls: the kernel resets them) and the partial tiles of up to `tiles` tiles split
     `splits` ways. Grown by doubling the tiles; under CUDA graphs as _workspace."""
     key = ("split", device, stream)
-    hit = _ws.get(key)
+    hit = _cached_workspace(key)
     if hit is None or hit[1] < tiles or hit[2] < splits:
         tiles_c, splits_c = max(tiles, 2 * hit[1] if hit else 0), max(splits, hit[2] if hit else 0)
         hit = _new_workspace(key, hit, "the global kernel's split-K workspace", lambda: (
