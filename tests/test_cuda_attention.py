@@ -228,6 +228,60 @@ def test_padding_mask_skips_padded_tiles(d, kern, monkeypatch):
     assert _stats(name)["detected"] == 0
 
 
+def _reference_map(mask, sq, sk):
+    """The tile map efta_mask_map.cu writes, from the mask itself: per (mask batch, mask head, 64
+    query rows where the mask has query rows), [key tiles up to the last not all -inf, n_tiles -
+    the first tile where the mask adds anything but zero], 0 where there is none."""
+    keep = mask if mask.dtype == torch.bool else mask != float("-inf")
+    adds = ~mask if mask.dtype == torch.bool else mask != 0  # NaN adds something too
+    n_tiles = -(-sk // 64)
+    out = []
+    for b in range(mask.shape[0]):
+        for h in range(mask.shape[1]):
+            for q0 in range(0, sq if mask.shape[2] > 1 else 1, 64):
+                live = [bool(keep[b, h, q0:q0 + 64, 64 * t:64 * t + 64].any()) for t in range(n_tiles)]
+                nz = [bool(adds[b, h, q0:q0 + 64, 64 * t:64 * t + 64].any()) for t in range(n_tiles)]
+                out.append([max([t + 1 for t in range(n_tiles) if live[t]], default=0),
+                            max([n_tiles - t for t in range(n_tiles) if nz[t]], default=0)])
+    return out
+
+
+@needs_gpu
+@pytest.mark.parametrize("layout", ["bool-320", "bool-333", "float-320", "bool-keys-336", "bool-transposed"])
+def test_mask_map_matches_the_mask(layout, monkeypatch):
+    """The tile map read 16 bytes at a time (rows contiguous and aligned: 320 keys) and element by
+    element (333 keys: unaligned rows; a transposed mask) equals the map of the mask itself, on
+    sparse patterns where one element of a 16-byte chunk decides a tile; the output stays SDPA's."""
+    maps = _capture_mask_maps(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    kind, _, rest = layout.partition("-")
+    sk = int(rest.split("-")[-1]) if rest[-1].isdigit() else 320
+    sq = 130 if layout != "bool-transposed" else 320
+    q, k, v = _inputs(2, 2, 2, sq, sk, 64, torch.bfloat16, gen)
+    rows = 1 if layout == "bool-keys-336" else sq
+    r = torch.rand(2, 1, rows, sk, generator=gen, device="cuda")
+    if kind == "bool" or layout == "bool-transposed":
+        mask = r > 0.004  # a few masked keys scattered through the chunks
+        mask[0, :, :, 64:128] = False  # one key tile masked whole (all rows)
+        if layout == "bool-transposed":
+            mask = mask.transpose(-1, -2).contiguous().transpose(-1, -2)  # keys strided, not contiguous
+    else:
+        mask = torch.zeros(2, 1, rows, sk, device="cuda")
+        mask[r < 0.004] = -1.0  # adds something, key still live
+        mask[r > 0.998] = float("-inf")
+        mask[1, :, :, 256:] = float("-inf")  # the last tile all -inf in sequence 1
+        mask = mask.to(q.dtype)  # an additive mask in the model's dtype (read as an fp32 copy)
+    name = f"mask-map-{layout}"
+    sid = site(name, "attention")
+    out = torch.ops.ftcompile.attention(q, k, v, mask, False, None, False, sid)
+    fp32 = mask if mask.dtype == torch.bool else mask.float()
+    assert maps[0].tolist() == _reference_map(fp32, sq, sk)
+    ref = _sdpa(q, k, v, mask, False, None, False, torch.float64)
+    torch_err = (_sdpa(q, k, v, mask, False, None, False).double() - ref).abs().max()
+    assert (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    assert _stats(name)["detected"] == 0
+
+
 @needs_gpu
 def test_fully_masked_rows_give_zero_like_sdpa():
     sid = site("cuda-masked-rows", "attention")
