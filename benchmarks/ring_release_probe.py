@@ -6,9 +6,12 @@ variant for an A/B (run 30a built three with nvcc on the CPU machine and carried
 
     python benchmarks/ring_release_probe.py --calls 200 --tag fenced --json out.json
 """
-import argparse, json, os
+import argparse, json, os, sys
+from pathlib import Path
 import torch, torch.nn.functional as F, ftcompile
 from ftcompile.ops import cuda_gemm
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_gemm  # noqa: E402  (graph_times: device time, rotated inputs)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--calls", type=int, default=200)
@@ -40,29 +43,16 @@ for (m, n, k) in [(256, 50257, 768), (256, 11008, 4096)]:
                   "detected", st["detected"], flush=True)
 
 
-def timed(fn, reps=200):
-    for _ in range(10):
-        fn()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        s.record()
-        for _ in range(reps):
-            fn()
-        e.record(); e.synchronize()
-        best = min(best, s.elapsed_time(e) * 1e3 / reps)
-    return best
-
-
 for (m, n, k) in [(32, 4096, 4096), (64, 11008, 4096), (128, 4096, 4096), (256, 4096, 4096), (256, 11008, 4096),
                   (256, 50257, 768)]:
-    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * k ** -0.5
+    sets = bench_gemm.make_sets(m, n, k, torch.bfloat16, bias=False)
     row = dict(shape=[m, n, k], cfg=list(cuda_gemm.thread_config(m, n, k, 1, 132)))
-    row["cublas_us"] = timed(lambda: F.linear(x, w))
+    calls = {"cublas_us": lambda x, w, b: F.linear(x, w)}
     for protect in (False, True):
-        row[f"ring_{'on' if protect else 'off'}_us"] = timed(
-            lambda: cuda_gemm.run("linear_thread", x, w, None, site, protect=protect, kernel="ring"))
+        calls[f"ring_{'on' if protect else 'off'}_us"] = (
+            lambda x, w, b, protect=protect: cuda_gemm.run("linear_thread", x, w, None, site, protect=protect,
+                                                           kernel="ring"))
+    row.update({key: ms * 1e3 for key, ms in bench_gemm.graph_times(calls, sets).items()})  # device time
     out["time"].append(row)
     print(args.tag, "time", m, n, k, row["cfg"], " ".join(f"{key} {v:.1f}" for key, v in row.items()
                                                           if key.endswith("_us")), flush=True)

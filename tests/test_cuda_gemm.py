@@ -442,7 +442,7 @@ def test_capture_without_warm_up_shares_one_workspace(scheme, monkeypatch):
     w = _rand(1024, 512, dtype=torch.bfloat16)
     OPS[scheme](xs[0], w, None, sid)  # caches (per weight) made outside the capture
     torch.cuda.synchronize()
-    for capture in range(2):
+    for _ in range(2):  # two captures
         made.clear()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):

@@ -291,22 +291,21 @@ def _weight_maxabs(weight: torch.Tensor, cache: bool = True) -> float:
 
 # ----------------------------------------------------------------------------- workspaces
 _ws: Dict[tuple, object] = {}
-# key -> (capture id, workspace): the workspace a capture without warm-up on its stream made,
-# shared by that capture's later calls (one per call put 3 fill kernels before every captured
-# GEMM: run 30f). Replaced when another capture makes one; a stale entry holds one small block of
-# its graph's pool until then.
+# key -> (capture id, workspace): the latest workspace a capture made on its stream (none cached
+# there, or too small), shared by that capture's later calls (one per call put 3 fill kernels
+# before every captured GEMM: run 30f). Dropped at the key's first call after that capture.
 _graph_ws: Dict[tuple, tuple] = {}
 
 
 def _cached_workspace(key: tuple):
-    """The workspace for key = (kind, device, stream): cached outside captures, or the one the
-    capture now running on that stream made (None: make one)."""
-    hit = _ws.get(key)
-    if hit is None and key in _graph_ws and cudagraphs.capturing():
-        cid, value = _graph_ws[key]
-        if cid == lib().ft_capture_id(key[2]):
-            hit = value
-    return hit
+    """The workspace for key = (kind, device, stream): the one the capture now running on that
+    stream made, else the cached one (None: make one)."""
+    held = _graph_ws.get(key)
+    if held is not None:
+        if cudagraphs.capturing() and held[0] == lib().ft_capture_id(key[2]):
+            return held[1]
+        del _graph_ws[key]  # its capture is over (the memory stays in that graph's pool)
+    return _ws.get(key)
 
 
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
@@ -343,7 +342,7 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
 def _new_workspace(key: tuple, old, what: str, make):
     """make()'s workspace for key = (kind, device, stream), made off the CUDA-graph pools and cached
     in place of ``old``, which is kept (a captured graph may hold it); during a capture with no
-    warm-up on its stream, one the graph owns and that is not cached."""
+    warm-up on its stream, one the graph owns, kept for that capture alone (_graph_ws)."""
     value, in_graph = cudagraphs.persistent(key[1], what, make, per_graph=True)
     if in_graph:
         _graph_ws[key] = (lib().ft_capture_id(key[2]), value)
