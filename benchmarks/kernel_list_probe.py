@@ -1,19 +1,20 @@
-"""The CUDA kernels one linear call launches, per variant, with their device time (torch.profiler
-over eager calls on bench_gemm's rotated input sets): where a protected call's time goes beyond
-the GEMM itself (extra launches, memsets).
+"""The CUDA kernels one linear call launches, per variant, with their device time (torch.profiler,
+graph_profile.kernels_per_forward) on bench_gemm's rotated input sets, eager or (--graph) replayed
+from one CUDA graph as bench_gemm times them: where a protected call's time goes beyond the GEMM
+itself (extra launches, memsets).
 
     python benchmarks/kernel_list_probe.py --shapes 4096x768x768,2048x2048x2048 --variants off,on@rows,on@tiles
 """
 import argparse
-import collections
 import sys
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_gemm  # noqa: E402
+from graph_profile import kernels_per_forward  # noqa: E402
+from ftcompile.timing import median_ms  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--shapes", default="4096x768x768,2048x2048x2048")
@@ -25,30 +26,22 @@ runner = bench_gemm.Runner()
 for shape in args.shapes.split(","):
     m, n, k = (int(v) for v in shape.split("x"))
     sets = bench_gemm.make_sets(m, n, k, torch.bfloat16)
+    inputs = [sets[i % len(sets)] for i in range(args.calls)]
     for variant in args.variants.split(","):
         call = runner.variant(variant, "linear_global")
         for x, w, b in sets:  # warm: caches, workspaces
             call(x, w, b)
         torch.cuda.synchronize()
-        graph = bench_gemm.capture(call, [sets[i % len(sets)] for i in range(args.calls)]) if args.graph else None
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            start.record()
-            if graph is not None:
-                graph.replay()
-            else:
-                for i in range(args.calls):
-                    call(*sets[i % len(sets)])
-            end.record()
-            torch.cuda.synchronize()
-        wall = start.elapsed_time(end) * 1e3 / args.calls
-        per = collections.defaultdict(lambda: [0, 0.0])
-        for ev in prof.events():
-            if ev.device_type == torch.autograd.DeviceType.CUDA:
-                per[ev.name][0] += 1
-                per[ev.name][1] += ev.device_time_total
-        total = sum(t for _, t in per.values()) / args.calls
+        if args.graph:
+            fn = bench_gemm.capture(call, inputs).replay
+        else:
+            def fn():
+                for a in inputs:
+                    call(*a)
+        per = kernels_per_forward(fn, calls=1)  # {kernel: (launches, ms)} over the args.calls calls
+        wall = median_ms(fn, reps=5) * 1e3 / args.calls
+        total = sum(ms for _, ms in per.values()) * 1e3 / args.calls
         print(f"{shape} {variant}: {total:.1f} us of kernels per call, {wall:.1f} us wall"
-              + (" (graph)" if graph is not None else ""))
-        for name, (cnt, t) in sorted(per.items(), key=lambda kv: -kv[1][1]):
-            print(f"    {cnt / args.calls:5.2f}/call {t / cnt:8.1f} us  {name[:110]}")
+              + (" (graph)" if args.graph else ""))
+        for name, (cnt, ms) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+            print(f"    {cnt / args.calls:5.2f}/call {ms * 1e3 / cnt:8.1f} us  {name[:110]}")

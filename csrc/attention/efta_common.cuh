@@ -73,6 +73,12 @@ struct Params {
   const InjRec* inj; int n_inj; float* inj_log;  // [n_inj][2]: before, after
 };
 
+// The mask's tile-map entry of (mask batch b, mask head h, 64-row block qb): [key tiles to visit,
+// n_tiles - the first tile where the mask is not all zero] (see Params::mask_map).
+__device__ __forceinline__ const int* map_entry(const Params& p, int b, int h, int qb) {
+  return p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh + qb * p.mc_sq);
+}
+
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
   // src-size 0 zero-fills the 16 bytes: rows past the sequence end read as zeros.
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(pred ? 16 : 0));

@@ -120,7 +120,7 @@ __device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0, 
     if (p.causal) n = min(n, (min(r0 + rows, p.Sq) - 1) / kBlockN + 1);
     if (p.mask_map != nullptr) {  // past the mask's last live key tile every score is -inf: skipped
       int live = 1;  // a row masked whole still visits tile 0, as without the map
-      const int* mm = p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh);
+      const int* mm = map_entry(p, b, h, 0);  // the entries of its 64-row blocks, mc_sq pairs apart
       for (int qb = r0 >> 6; qb <= (min(r0 + rows, p.Sq) - 1) >> 6; ++qb) live = max(live, __ldg(mm + 2 * qb * p.mc_sq));
       n = min(n, live);
     }
@@ -145,7 +145,7 @@ __device__ __forceinline__ int masked_from(const Params& p, int b, int h, int wr
   int from = p.n_tiles;
   if (p.mask != nullptr)
     from = p.mask_map == nullptr ? 0
-         : p.n_tiles - __ldg(p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh + (wrow0 >> 6) * p.mc_sq) + 1);
+         : p.n_tiles - __ldg(map_entry(p, b, h, wrow0 >> 6) + 1);
   if (p.Sk % kBlockN != 0) from = min(from, p.n_tiles - 1);
   if (p.causal) from = min(from, wrow0 / kBlockN);
   return from;

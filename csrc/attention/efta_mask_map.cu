@@ -61,8 +61,7 @@ __global__ void __launch_bounds__(kThreads) mask_map_kernel(const __grid_constan
   nonzero = __syncthreads_or(nonzero);
   live = __syncthreads_or(live);
   if (threadIdx.x == 0) {
-    const int64_t blk = bm * p.mc_sb + hm * p.mc_sh + qb * p.mc_sq;
-    int* map = const_cast<int*>(p.mask_map) + 2 * blk;
+    int* map = const_cast<int*>(map_entry(p, bm, hm, qb));
     if (live) atomicMax(map, t + 1);
     if (nonzero) atomicMax(map + 1, p.n_tiles - t);
   }
