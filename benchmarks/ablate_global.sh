@@ -4,9 +4,9 @@
 # of each build against the unprotected one on a few compute-bound shapes (which builds: ABLATE,
 # default "0 1 3 7"; NAMES: the variants timed in every build, default on; BASE: timed in build 0
 # too, default off. A name is a bench_gemm variant ("on@tiles": the tile-local check) with an
-# optional "#width": "off#192" is the unprotected kernel on 192-wide tiles). REF=path: one more
-# build, "ref", of another version of global_gemm.cu (e.g. the last commit's, for an A/B in one
-# session), timed with BASE and NAMES as build 0.
+# optional "#width": "off#192" is the unprotected kernel on 192-wide tiles). REF="path ...": more
+# builds, "ref1", "ref2", ..., of other versions of global_gemm.cu (e.g. the last commit's, for an
+# A/B in one session), timed with BASE and NAMES as build 0.
 # Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -19,11 +19,16 @@ for f in csrc/gemm/*.cu; do
   [ "$(basename "$f")" = global_gemm.cu ] && continue
   nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
 done
-builds="${ABLATE:-0 1 3 7}${REF:+ ref}"
+refs=()
+for r in ${REF:-}; do refs+=("$r"); done
+builds="${ABLATE:-0 1 3 7}"
+for i in "${!refs[@]}"; do builds+=" ref$((i + 1))"; done
 for a in ${ABLATE:-0 1 3 7}; do
   nvcc "${flags[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
 done
-[ -n "${REF:-}" ] && nvcc "${flags[@]}" -c "$REF" -o /tmp/ablate/global_ref.o > /tmp/ablate/build_ref.log 2>&1 &
+for i in "${!refs[@]}"; do
+  nvcc "${flags[@]}" -c "${refs[$i]}" -o /tmp/ablate/global_ref$((i + 1)).o > /tmp/ablate/build_ref$((i + 1)).log 2>&1 &
+done
 wait
 for a in $builds; do
   nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o /tmp/ablate/stream_gemm.o \
@@ -44,7 +49,8 @@ def variant(name):
 
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
 if "--more" in sys.argv:
-    shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072)]
+    shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072),
+               (1024, 1024, 1024), (4096, 2304, 768)]
 for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
     t = graph_times({n: variant(n) for n in names}, sets)
@@ -53,7 +59,7 @@ PY
 for a in $builds; do
   echo "== FTG_ABLATE=$a (1: no verification, 2: no x statistics, 4: no row sums, 8: no correction, 16: n192/n128)"
   names=${NAMES:-on}
-  [ "$a" = 0 ] || [ "$a" = ref ] && names=${BASE:-off},$names
+  [ "$a" = 0 ] || [[ "$a" = ref* ]] && names=${BASE:-off},$names
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_$a.so python3 /tmp/ablate/run.py "$names" \
     ${MORE:+--more} 2>&1 | grep -v Warning
 done | tee "$OUT/ablate_global.txt"

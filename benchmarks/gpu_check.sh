@@ -4,7 +4,7 @@
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
-#                                                   [tilesmidm]
+#                                                   [tilesmidm] [globalref]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py with its squares, the crossover's data (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
@@ -13,7 +13,8 @@
 #    midm = the streaming against the ring kernel at M = 17-128; splitk = the global kernel's
 #    time by forced K split (benchmarks/split_sweep.py); tiles = its time at every tile width
 #    (benchmarks/tile_sweep.py; tilesmidm: on the thread table's M = 32-256 Llama rows, beside the
-#    thread kernel);
+#    thread kernel); globalref (after global, REF_LIB=path) = the global table with another library
+#    and both side by side (benchmarks/compare_global.py);
 #    alone, it skips building the attention library)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -79,6 +80,12 @@ for part in $parts; do
                stamp "tilesmidm rc=$?" ;;
     global) timeout 300 python3 benchmarks/bench_gemm.py --parts global --out "$OUT/global" > "$OUT/global.log" 2>&1
             stamp "global rc=$?" ;;
+    globalref)  # the global table again with the library REF_LIB (e.g. the last commit's), then both side by side
+      FTCOMPILE_GEMM_LIB=${REF_LIB:?REF_LIB names the other library} timeout 300 python3 benchmarks/bench_gemm.py \
+        --parts global --out "$OUT/global_ref" > "$OUT/global_ref.log" 2>&1
+      stamp "global ref rc=$?"
+      python3 benchmarks/compare_global.py REF="$OUT/global_ref/gemm_bench.json" NEW="$OUT/global/gemm_bench.json" \
+        > "$OUT/global_compare.md" 2>&1 ;;
   esac
 done
 
@@ -94,4 +101,5 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/tile_sweep.txt" ] && grep -E "^[0-9]+x|Error" "$OUT/tile_sweep.txt"
 [ -f "$OUT/tile_sweep_midm.txt" ] && grep -E "^[0-9]+x|Error" "$OUT/tile_sweep_midm.txt"
 [ -f "$OUT/phases.log" ] && grep -vE "^\s*$|Warning|warn" "$OUT/phases.log" | tail -40
+[ -f "$OUT/global_compare.md" ] && cat "$OUT/global_compare.md"
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12

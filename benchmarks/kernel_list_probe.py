@@ -1,7 +1,9 @@
 """The CUDA kernels one linear call launches, per variant, with their device time (torch.profiler,
 graph_profile.kernels_per_forward) on bench_gemm's rotated input sets, eager or (--graph) replayed
 from one CUDA graph as bench_gemm times them: where a protected call's time goes beyond the GEMM
-itself (extra launches, memsets).
+itself (extra launches, memsets). Back to back (--graph), a kernel launched with programmatic
+dependent launch starts before the previous call ends and waits for it, so its device time counts
+that wait too and the kernel time per call can exceed the wall: read the launches and the wall.
 
     python benchmarks/kernel_list_probe.py --shapes 4096x768x768,2048x2048x2048 --variants off,on@rows,on@tiles
 """

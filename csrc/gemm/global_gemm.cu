@@ -121,6 +121,12 @@ static_assert(sizeof(TileFix) <= sizeof(FixJob), "TileFix shares FixJob's room")
 constexpr int FIX_CAP = 32, FIX_WARP = FIX_CAP / 8;
 // The consumers' two warpgroups correct (named barrier 1); the verifier warps hand them the rows.
 constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERIFIER_WARPS = 3;
+// The tile-local check: x's range per row is taken by warps 1-2 of the producer warpgroup (idle
+// there), 64 rows each, from the ring's A tiles, so the consumers' k-loop is the unprotected one's
+// (NOTES_gemm.md, run 31: the same reads cost the same shared-memory bandwidth wherever they are
+// issued; three warps, or (row, half) pairs a lane, measured slower).
+constexpr int XR_WARPS = 2;
+static_assert(BM == 64 * XR_WARPS, "an x-range warp's lanes take rows r and r + 32 of its 64");
 
 struct Smem {
   uint64_t full[STAGES_MAX], empty[STAGES_MAX];
@@ -139,6 +145,8 @@ struct Smem {
   int pos[FIX_WARPS];              // the correction's located positions, per warp
   double red[FIX_WARPS];           // the correction's group sums, per warp
   float xr[2][2][BM];              // tile-local check: [tile parity][max, min][row] of x over K
+  uint32_t xq[2][2][BM];           // tile-local check: [unit parity][max, min][row] of x over a unit's K (packed)
+  uint64_t xq_full[2], xq_empty[2];  // x-range warps -> consumers: xq[parity] written / read
   int bad;                         // tile-local check: a row with non-finite inputs (reported once per CTA)
 };
 // The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
@@ -226,8 +234,9 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) 
 }
 
 // Max and min of one row of x over K, from the A tiles in shared memory while the wgmmas run:
-// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step. The tile-local check takes it on
-// every k-step (sum x and the dots come from its checksum columns); XStats adds the row check's sums.
+// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step. The tile-local check's x-range
+// warps take it on every k-step (sum x and the dots come from its checksum columns); XStats, the
+// consumers' for the row check, adds that check's sums.
 template <typename T>
 struct XRange {
   uint32_t mx, mn;  // packed pairs
@@ -321,7 +330,7 @@ struct XStats : XRange<T> {
 // the wgmma covers the tile's checksum rows too, and x's range is taken on every k-step.
 template <typename T, bool PROTECT, int BN, bool CLUSTER, bool LOCAL>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
-                                         int lane, uint32_t rank, XStats<T>& xs, XRange<T>& xrg, int stats_ks,
+                                         int lane, uint32_t rank, XStats<T>& xs, int stats_ks,
                                          int tn_n, int64_t K) {
   using TL = Tiles<BN, LOCAL>;
   const int nk = ke - kb;
@@ -336,11 +345,9 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       wgmma_ss<T, (FTG_ABLATE & 16) ? BN : TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
     // The statistics read the slot through the generic proxy: fenced before its release
-    // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it.
-    if constexpr (PROTECT && LOCAL && !(FTG_ABLATE & 2)) {
-      xrg.step(smem_u32(stage), (int64_t)ks * BK, K);
-      fence_proxy_async_smem();
-    } else if constexpr (PROTECT && !LOCAL && !(FTG_ABLATE & 2)) {
+    // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it. (LOCAL: x's
+    // range is taken by the x-range warps.)
+    if constexpr (PROTECT && !LOCAL && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
         fence_proxy_async_smem();
@@ -348,13 +355,13 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if constexpr (PROTECT) __syncwarp();
+    if constexpr (PROTECT && !LOCAL) __syncwarp();
     if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if constexpr (PROTECT) __syncwarp();
+  if constexpr (PROTECT && !LOCAL) __syncwarp();
   if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 
@@ -797,7 +804,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    for (int s = 0; s < TL::STAGES; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8 * args.cluster); }
+    // a slot is released by the consumer warps of the cluster (and, tile-local check, this CTA's
+    // x-range warps: they read only its A tile, which only this CTA's producer refills)
+    for (int s = 0; s < TL::STAGES; ++s) {
+      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.empty[s], 8 * args.cluster + (PROTECT && LOCAL ? XR_WARPS : 0));
+    }
+    for (int p = 0; p < 2; ++p) { mbar_init(&sm.xq_full[p], 32 * XR_WARPS); mbar_init(&sm.xq_empty[p], 256); }
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     sm.nfix = 0;
@@ -906,6 +919,47 @@ __global__ void __launch_bounds__(THREADS, 1)
       __syncwarp();
       if (lane == 0) red_add_release_cta(&sm.fix_done, 1);
       if (tid == 32) fix_stamp(args, 5);
+    } else if (PROTECT && LOCAL && warp <= XR_WARPS) {  // ------------- x-range warps (1-2)
+      // Rows r0 and r0 + 32 of the tile, both halves of each (XRange's 4 chunks a half), over each
+      // unit's k-steps, read from the A tile as the consumers' wgmmas read it; the slot is
+      // released as the consumers release it (fence, warp barrier, lane 0's arrive).
+      const int r0 = (warp - 1) * 64 + lane;
+      XRange<T> xa[2][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) { xa[i][h].row = r0 + 32 * i; xa[i][h].half = h; }
+      int it = 0, u = 0;
+      for (int t = g.cid; t < g.total; t += g.ncl, ++u) {
+        const TileCoord c = g.tile(t);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) xa[i][h].reset();
+        for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
+          const int slot = it % TL::STAGES;
+          mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
+          const uint32_t a_tile = smem_u32(base + slot * TL::STAGE_BYTES);
+          if (!(FTG_ABLATE & 2)) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) xa[i][h].step(a_tile, (int64_t)ks * BK, g.K);
+          }
+          fence_proxy_async_smem();
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&sm.empty[slot]);
+        }
+        // the unit's range to the consumers (by parity, once they have read the one before)
+        const int p = u & 1;
+        mbar_wait(&sm.xq_empty[p], ((u >> 1) & 1) ^ 1);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          sm.xq[p][0][r0 + 32 * i] = hmax2<T>(xa[i][0].mx, xa[i][1].mx);
+          sm.xq[p][1][r0 + 32 * i] = hmin2<T>(xa[i][0].mn, xa[i][1].mn);
+        }
+        mbar_arrive(&sm.xq_full[p]);
+      }
     }
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
@@ -920,6 +974,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   xs.row = xrg.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
   xs.half = xrg.half = ct & 1;
   int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
+  int xu = 0;  // tile-local check: units whose x range was taken (the xq barriers' phase)
   int nfix = 0;  // tile-local check: rows this warp flagged (listed for its correction after the loop)
   // This thread's x statistics of unit c into the workspace, where the unit took some.
   auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
@@ -932,15 +987,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     // otherwise keep 128 registers alive through the verification code).
 #pragma unroll
     for (int r = 0; r < TL::NW / 2; ++r) acc[r] = 0.f;
-    if constexpr (PROTECT && LOCAL) xrg.reset();
-    else if constexpr (PROTECT) xs.reset();
+    if constexpr (PROTECT && !LOCAL) xs.reset();
     // This tile's bias, one column per consumer thread (those past BN: unused), loaded now, used a
     // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
     const TileTerms tt = LOCAL ? TileTerms(args, c, g.K) : TileTerms();
     const int stats_ks = g.first_stats_ks(c);
-    if (g.cl > 1) mainloop<T, PROTECT, BN, true, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
-    else mainloop<T, PROTECT, BN, false, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, xrg, stats_ks, g.tn_n, g.K);
+    if (g.cl > 1) mainloop<T, PROTECT, BN, true, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
+    else mainloop<T, PROTECT, BN, false, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
+    if constexpr (PROTECT && LOCAL) {  // this unit's x range, from the x-range warps
+      const int p = xu & 1;
+      mbar_wait(&sm.xq_full[p], (xu >> 1) & 1);
+      xrg.mx = sm.xq[p][0][xrg.row];
+      xrg.mn = sm.xq[p][1][xrg.row];
+      mbar_arrive(&sm.xq_empty[p]);
+      ++xu;
+    }
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
