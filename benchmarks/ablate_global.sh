@@ -7,22 +7,26 @@
 # optional "#width": "off#192" is the unprotected kernel on 192-wide tiles). REF="path ...": more
 # builds, "ref1", "ref2", ..., of other versions of global_gemm.cu (e.g. the last commit's, for an
 # A/B in one session), timed with BASE and NAMES as build 0.
+# STAGE=build only builds (e.g. in the background while the CUDA tests run), STAGE=run only times
+# what an earlier STAGE=build left in /tmp/ablate (default: both).
 # Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ablate
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ablate/env.log 2>&1
+stage=${STAGE:-all}
+[ "$stage" = build ] || python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/ablate/env.log 2>&1
+refs=()
+for r in ${REF:-}; do refs+=("$r"); done
+builds="${ABLATE:-0 1 3 7}"
+for i in "${!refs[@]}"; do builds+=" ref$((i + 1))"; done
+if [ "$stage" != run ]; then
 flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC)
 # The other kernels once, the global kernel per build (object files, linked per build).
 for f in csrc/gemm/*.cu; do
   [ "$(basename "$f")" = global_gemm.cu ] && continue
   nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
 done
-refs=()
-for r in ${REF:-}; do refs+=("$r"); done
-builds="${ABLATE:-0 1 3 7}"
-for i in "${!refs[@]}"; do builds+=" ref$((i + 1))"; done
 for a in ${ABLATE:-0 1 3 7}; do
   nvcc "${flags[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
 done
@@ -34,6 +38,8 @@ for a in $builds; do
   nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o /tmp/ablate/stream_gemm.o \
     /tmp/ablate/thread_gemm.o -o /tmp/ablate/libgemm_$a.so >> /tmp/ablate/build_$a.log 2>&1
 done
+fi
+[ "$stage" = build ] && exit 0
 cat > /tmp/ablate/run.py <<'PY'
 import sys; sys.path.insert(0, "benchmarks")
 import torch

@@ -5,9 +5,10 @@ import torch
 from torch.fx import GraphModule
 
 from ftcompile.cost import attention_cost, numel
+from ftcompile.ops import layout
 
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
-from .common import register_site, replace, scalar, shape_str
+from .common import register_site, replace, restride, scalar, shape_str, transposed_back
 
 
 def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
@@ -43,7 +44,12 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         if record.scheme != "efta":
             continue
         site = register_site(ctx, record)
-        replace(gm, node, torch.ops.ftcompile.attention.default,
-                (q, k, v, mask, is_causal, scale, enable_gqa, site), dead=())
+        heads_last = transposed_back(node)  # the model transposes the output back: [B, S, H, D] memory
+        new = replace(gm, node, torch.ops.ftcompile.attention.default,
+                      (q, k, v, mask, is_causal, scale, enable_gqa, site) + ((True,) if heads_last else ()),
+                      dead=())
+        if heads_last:
+            restride(new, layout.heads_last_strides)
+            counters["attention_heads_last"] += 1
         counters["attention_sdpa"] += 1
     return gm

@@ -18,10 +18,11 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ftcompile.cost import attention_cost, numel
+from ftcompile.ops import layout
 
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
-                     register_site, replace, scalar, shape_str)
+                     register_site, replace, restride, scalar, shape_str, transposed_back)
 
 
 class NoMatch(Exception):
@@ -183,10 +184,15 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         site = register_site(ctx, record)
         k, kt_node = _key_of(gm, kt, out)
         mask = _sum_terms(gm, terms, out)
-        replace(gm, out, torch.ops.ftcompile.attention.default,
-                (q, k, v, mask, False, scale, False, site),
-                dead=[*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else []),
-                out_dtype=fo.dtype, in_dtype=fq.dtype)
+        # the model transposes the output back (and no cast follows): [B, S, H, D] memory
+        heads_last = fo.dtype == fq.dtype and transposed_back(out)
+        new = replace(gm, out, torch.ops.ftcompile.attention.default,
+                      (q, k, v, mask, False, scale, False, site) + ((True,) if heads_last else ()),
+                      dead=[*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else []),
+                      out_dtype=fo.dtype, in_dtype=fq.dtype)
+        if heads_last:
+            restride(new, layout.heads_last_strides)
+            counters["attention_heads_last"] += 1
         counters["attention_softmax"] += 1
     return gm
 

@@ -5,7 +5,7 @@ import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -78,7 +78,9 @@ def scalar(value) -> Optional[float]:
     return None
 
 
-_SOURCE_PREFIX = re.compile(r"^L\['[^']*'\]")
+# The root: L['self'], or L['args'][0] where a decorator passes the model as a positional argument
+# (transformers >= 5 wraps forward that way).
+_SOURCE_PREFIX = re.compile(r"^L\['args'\]\[\d+\]|^L\['[^']*'\]")
 
 
 def clean_path(path: str) -> str:
@@ -168,6 +170,45 @@ def replace(gm: GraphModule, old: Node, target, args: Sequence, dead: Sequence[N
         if node.graph is graph and not node.users:
             graph.erase_node(node)
     return result
+
+
+def transposed_back(node: Node) -> bool:
+    """Every use of an attention output [B, H, S, D] swaps its head and sequence dimensions
+    (transpose(1, 2), permute(0, 2, 1, 3); through reshapes or views to the same shape, as HF's
+    SDPA path has): the output may then lie in memory as [B, S, H, D] (the attention op's
+    heads_last), and those uses' results are contiguous."""
+    val = fake(node)
+    if val is None or val.dim() != 4 or not node.users:
+        return False
+    for user in node.users:
+        if user.kwargs or not user.args or user.args[0] is not node:
+            return False
+        if is_call(user, (torch.reshape,), ("reshape", "view")):
+            out = fake(user)
+            if out is None or tuple(out.shape) != tuple(val.shape) or not transposed_back(user):
+                return False
+            continue
+        dims = user.args[1:]
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        if not all(isinstance(d, int) for d in dims):
+            return False
+        dims = tuple(d % 4 for d in dims)
+        if is_call(user, (torch.transpose,), ("transpose",)):
+            ok = sorted(dims) == [1, 2]
+        else:
+            ok = is_call(user, (torch.permute,), ("permute",)) and dims == (0, 2, 1, 3)
+        if not ok:
+            return False
+    return True
+
+
+def restride(node: Node, strides: Callable[[Sequence[int]], Sequence[int]]) -> None:
+    """node's fake value with the strides its op returns (a layout other than contiguous)."""
+    val = node.meta.get("val", node.meta.get("example_value"))
+    if isinstance(val, torch.Tensor):
+        node.meta["val"] = val.new_empty_strided(val.shape, tuple(strides(val.shape)))
+        node.meta.pop("example_value", None)
 
 
 def mark(node: Node) -> None:

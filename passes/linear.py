@@ -5,7 +5,9 @@ matmul / mm / bmm / @ with a weight parameter on the right (x @ W, x @ W[b]). Th
 weight as [N, K] (or [B, N, K]); for x @ W it takes W as it is with ``transposed=True``, so the
 op sees the parameter itself (caches key on it; inductor never copies it into a scratch buffer).
 Global-scheme nn.Linear layers reading the same x become one GEMM (passes/linear_group.py; the
-``group_linears`` option).
+``group_linears`` option). A global-scheme linear whose output only leaves the graph (an LM
+head's logits) and whose rows are not 16-byte aligned gets them padded (``pad_rows``,
+ftcompile/ops/layout.py): nothing in the graph reads its strides.
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ftcompile.cost import hint, linear_cost
+from ftcompile.ops import layout
 
 from . import linear_group
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
                      is_call, is_parameter, mark, module_path, parameter_path, register_site,
-                     replace, scalar, shape_str)
+                     replace, restride, scalar, shape_str)
 
 OPS = {"global": torch.ops.ftcompile.linear_global.default,
        "thread": torch.ops.ftcompile.linear_thread.default}
@@ -46,6 +49,25 @@ def _blocker(fx: torch.Tensor, fw_nk: torch.Tensor, fb: Optional[torch.Tensor]) 
     if fb is not None and (fb.dim() != 1 or fb.shape[0] != fw_nk.shape[-2]):
         return "the added term is not a bias vector of length N"
     return None
+
+
+def _pad_rows(node: Node, n, dtype: torch.dtype) -> bool:
+    """Pad y's rows to 16 bytes where N leaves them unaligned and only the graph's output reads y
+    (an op in the graph could depend on y's strides, e.g. a view that merges rows)."""
+    return (isinstance(n, int) and layout.needs_padding(n, dtype) and bool(node.users)
+            and all(u.op == "output" for u in node.users))
+
+
+def _replace_global(gm: GraphModule, node: Node, args: tuple, n, dtype: torch.dtype, record) -> None:
+    """linear_global in node's place, with padded rows where _pad_rows allows (meta to match)."""
+    pad = _pad_rows(node, n, dtype)
+    if pad:
+        ld = layout.padded_row_stride(n, dtype)
+        record.reason += f"; output rows padded to {ld} columns (16-byte aligned stores)"
+    new = replace(gm, node, OPS["global"], (*args, pad) if pad else args, dead=())
+    if pad:
+        restride(new, lambda shape: layout.row_strides(shape, ld))
+        counters["linear_padded_rows"] += 1
 
 
 def _profile(record, fx, fw_nk, has_bias: bool, ctx: PassContext) -> None:
@@ -100,7 +122,10 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             candidates.append(linear_group.Candidate(node, x, w, b, record, int(fw_nk.shape[0])))
             continue
         site = register_site(ctx, record, static_weight=is_parameter(w, ctx))
-        replace(gm, node, OPS[record.scheme], (x, w, b, site, transposed), dead=())
+        if record.scheme == "global":
+            _replace_global(gm, node, (x, w, b, site, transposed), fw_nk.shape[-2], fx.dtype, record)
+        else:
+            replace(gm, node, OPS[record.scheme], (x, w, b, site, transposed), dead=())
         counters[f"linear_{record.scheme}"] += 1
     grouped = set()
     for members in linear_group.plan(candidates):
@@ -111,6 +136,6 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
     for c in candidates:
         if c.node not in grouped:
             site = register_site(ctx, c.record, static_weight=True)
-            replace(gm, c.node, OPS["global"], (c.x, c.w, c.b, site, False), dead=())
+            _replace_global(gm, c.node, (c.x, c.w, c.b, site, False), c.n, fake(c.x).dtype, c.record)
             counters["linear_global"] += 1
     return gm

@@ -518,6 +518,28 @@ def test_32k_tokens_fit(d, heads, kern, monkeypatch):
 
 
 @needs_gpu
+@pytest.mark.parametrize("d,kern", TILINGS)
+@pytest.mark.parametrize("stage", ["pv", "score"])
+def test_heads_last_output_equals_the_contiguous_one(d, kern, stage, monkeypatch):
+    """heads_last: the kernel stores O through its strides in [B, S, H, D] memory order: the
+    contiguous call's values bit for bit, from strided q, k, v too, and a fault corrected there."""
+    _use(kern, monkeypatch)
+    name = f"cuda-heads-last-{d}-{kern}-{stage}"
+    sid = site(name, "attention")
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = _inputs(2, 3, 3, 70, 150, d, torch.bfloat16, gen, layout="bshd")
+    plain = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
+    out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid, True)
+    assert _ran(kern) and out.stride() == (70 * 3 * v.shape[-1], v.shape[-1], 3 * v.shape[-1], 1)
+    assert torch.equal(out, plain)
+    with inject(FaultSpec(site=name, stage=stage, index=FAULT_INDEX[stage], value=2.5, k_step=0)):
+        faulty = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid, True)
+    torch.testing.assert_close(faulty, plain, rtol=2.0 ** -7, atol=1e-5)
+    assert _stats(name)["detected"] == 1 and _stats(name)["corrected"] == 1
+    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, True, None, False, sid, True))
+
+
+@needs_gpu
 @pytest.mark.parametrize("kern", KERNELS)
 def test_opcheck_on_cuda(kern, monkeypatch):
     _use(kern, monkeypatch)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import ftcompile
 from ftcompile import FaultDetected, FaultSpec, inject
 from ftcompile.abft import gemm, injection
-from ftcompile.ops import cuda_gemm
+from ftcompile.ops import cuda_gemm, layout
 from conftest import site
 
 CUDA = torch.cuda.is_available()
@@ -195,6 +195,31 @@ def test_kernel_matches_fp32_reference(scheme, dtype, shape):
         assert (off.double() - r).abs().max() <= 2 * torch_err + 1e-6
     s = _stats(name)
     assert s["detected"] == 0 and s["checks"] == 2 and s["nonfinite_inputs"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [((2, 150, 128), 1001, 128), ((256, 768), 50257, 768), ((3, 40, 96), 77, 96)],
+                         ids=["1001", "50257", "77"])
+def test_padded_rows_equal_the_contiguous_output(scheme, dtype, shape):
+    """pad_rows (an LM head's logits): rows 16 bytes apart, the contiguous call's values bit for bit
+    (the global kernel stores whole 16-byte chunks there); a fault in such a row is corrected."""
+    xs, n, k = shape
+    name = f"cu-pad-{scheme}-{dtype}-{n}"
+    sid = site(name)
+    ld = layout.padded_row_stride(n, dtype)
+    x, w, b = _rand(*xs, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+    for bias in (b, None):
+        y = OPS[scheme](x, w, bias, sid, False, True)
+        assert y.shape == (*xs[:-1], n) and y.stride()[-2:] == (ld, 1) and y._base is None
+        assert torch.equal(y, OPS[scheme](x, w, bias, sid))
+    clean = OPS[scheme](x, w, b, sid, False, True)
+    with inject(FaultSpec(site=name, index=(5, n - 3), stage="accumulator", bit=30, fmt="fp32")):
+        y = OPS[scheme](x, w, b, sid, False, True)
+    _assert_same_but_corrected(y, clean, dtype)
+    s = _stats(name)
+    assert s["checks"] == 6 and s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0
 
 
 @needs_hopper

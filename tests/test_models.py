@@ -61,6 +61,7 @@ def test_model_is_fully_protected_and_matches_eager(name, impl):
     n_linear = {"gpt2": 4 * 2 + 1, "bert": 6 * 2 + 1, "llama": 7 * 2 + 1}[name]
     ops = ft_ops(graphs)
     assert ops.count(torch.ops.ftcompile.attention.default) == 2
+    assert counters["attention_heads_last"] == 2  # each model transposes the output back
     assert len(ops) == 2 + n_linear
 
     report = ftcompile.explain(model, *args)

@@ -51,6 +51,22 @@ def test_opcheck_linear(op):
         torch.library.opcheck(op, args)
 
 
+def test_attention_heads_last_layout():
+    """heads_last: the output [B, H, S, Dv] lies in memory as [B, S, H, Dv] (transposing it back
+    is free), with the contiguous call's values."""
+    sid = site("heads-last", "attention")
+    q, k, v = torch.randn(2, 4, 9, 16), torch.randn(2, 4, 11, 16), torch.randn(2, 4, 11, 8)
+    out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid, True)
+    assert out.shape == (2, 4, 9, 8) and out.stride() == (9 * 4 * 8, 8, 4 * 8, 1)
+    assert out.transpose(1, 2).is_contiguous()
+    torch.testing.assert_close(out, torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid),
+                               rtol=0, atol=0)
+    torch.library.opcheck(torch.ops.ftcompile.attention,
+                          (q.requires_grad_(), k, v, None, True, None, False, sid, True))
+    with pytest.raises(ValueError, match="heads_last"):
+        torch.ops.ftcompile.attention(q[0], k[0], v[0], None, False, None, False, sid, True)
+
+
 def test_opcheck_attention():
     sid = site("opcheck-attn", "attention")
     q, k, v = torch.randn(2, 4, 9, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 8)
@@ -294,6 +310,24 @@ def test_transposed_weight_argument():
         torch.testing.assert_close(op(x, w_kn, b, sid, True), torch.addmm(b, x, w_kn))
     torch.library.opcheck(torch.ops.ftcompile.linear_global, (x.requires_grad_(), w_kn.requires_grad_(),
                                                               b, sid, True))
+
+
+@pytest.mark.parametrize("op", LINEAR_OPS)
+@pytest.mark.parametrize("dtype, n, ld", [(torch.float16, 37, 40), (torch.bfloat16, 50257, 50264),
+                                          (torch.float32, 21, 24), (torch.float16, 48, 48)])
+def test_padded_rows_hold_the_same_values(op, dtype, n, ld):
+    """pad_rows: rows 16 bytes apart (N rounded up), the values of the contiguous output; where
+    N's rows are aligned already the output stays contiguous."""
+    sid = site(f"pad-{dtype}-{n}")
+    x, w, b = torch.randn(2, 3, 64).to(dtype), (torch.randn(n, 64) * 0.1).to(dtype), torch.randn(n).to(dtype)
+    y = op(x, w, b, sid, False, True)
+    assert y.shape == (2, 3, n) and y.stride() == (3 * ld, ld, 1) and (ld == n or y._base is None)
+    assert y.untyped_storage().nbytes() >= 6 * ld * y.element_size()  # the last row's padding too
+    torch.testing.assert_close(y, op(x, w, b, sid), rtol=0, atol=0)
+    if n < 1000:
+        torch.library.opcheck(op, (x.float().requires_grad_(), w.float().requires_grad_(), None, sid,
+                                   False, True))
+    assert _stats(f"pad-{dtype}-{n}")["detected"] == 0
 
 
 def test_bad_arguments_raise_clearly():

@@ -274,3 +274,76 @@ def test_group_trains():
     ref(x).square().mean().backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("source, name", [
+    ("L['self']._modules['h']._modules['0'].attn", "h.0.attn"),
+    ("L['self'].model.layers[1].mlp.gate_proj", "model.layers.1.mlp.gate_proj"),
+    # transformers >= 5 decorates forward so that dynamo sees the model as a positional argument
+    ("L['args'][0].model.layers.1.mlp.gate_proj", "model.layers.1.mlp.gate_proj"),
+    ("L['args'][0]._modules['lm_head']._parameters['weight']", "lm_head.weight"),
+])
+def test_site_names_drop_the_root_source(source, name):
+    from ftcompile.passes.common import clean_path
+    assert clean_path(source) == name
+
+
+class Head(nn.Module):
+    """A body and an N-wide head whose output leaves the graph as it is (an LM head's logits), or
+    through a view that merges its rows."""
+
+    def __init__(self, n, flatten=False):
+        super().__init__()
+        self.body, self.head, self.flatten = nn.Linear(64, 64), nn.Linear(64, n), flatten
+
+    def forward(self, x):
+        y = self.head(torch.relu(self.body(x)))
+        return y.view(-1) if self.flatten else y
+
+
+@pytest.mark.parametrize("flatten", [False, True])
+def test_unaligned_output_rows_are_padded_only_where_nothing_reads_their_strides(flatten):
+    model, x = Head(37, flatten).eval(), torch.randn(2, 5, 64)
+    counters.clear()
+    with torch.no_grad():
+        expected = model(x)
+    out, graphs = compile_capture(model, x, schemes={"*": "global"})
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    pads = [n.args[5] if len(n.args) > 5 else False for gm in graphs for n in gm.graph.nodes
+            if n.target == torch.ops.ftcompile.linear_global.default]
+    assert pads == [False, not flatten]  # the body's 64 columns are aligned: never padded
+    assert counters["linear_padded_rows"] == (0 if flatten else 1)
+    if not flatten:
+        assert out.stride() == (5 * 40, 40, 1)  # fp32: 37 -> 40 columns, 16 bytes
+        report = ftcompile.explain(model, x, schemes={"*": "global"})
+        head = next(r for r in report.records if r.name == "head")
+        assert "padded to 40 columns" in head.reason
+
+
+class Heads(nn.Module):
+    """SDPA whose output is transposed back to [B, S, H, D] (as HF models do), or also kept as is."""
+
+    def __init__(self, keep):
+        super().__init__()
+        self.keep = keep
+
+    def forward(self, q, k, v):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        merged = o.reshape(*o.shape).transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+        return (merged, o) if self.keep else merged
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_attention_output_in_heads_last_memory_only_where_the_model_transposes_it_back(keep):
+    q, k, v = torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16)
+    model = Heads(keep)
+    counters.clear()
+    with torch.no_grad():
+        expected = model(q, k, v)
+    out, graphs = compile_capture(model, q, k, v)
+    for got, want in zip(out if keep else (out,), expected if keep else (expected,)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert counters["attention_sdpa"] == 1 and counters["attention_heads_last"] == (0 if keep else 1)
+    if not keep:
+        node = next(n for gm in graphs for n in gm.graph.nodes if n.target == ATT)
+        assert node.args[-1] is True and node.meta["val"].stride() == (9 * 4 * 16, 16, 4 * 16, 1)

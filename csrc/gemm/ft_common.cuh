@@ -35,7 +35,8 @@ struct Args {
   const void* x;     // [batch, M, K], rows x_rstride apart (elements), 16-byte aligned
   const void* w;     // [batch, N, K]
   const void* bias;  // [N] or null
-  void* y;           // [batch, M, N] contiguous
+  void* y;           // [batch, M, N], rows ldy apart (elements); batches M * ldy apart
+  int64_t ldy;       // N, or (global scheme) N padded to 16-byte rows (the op's pad_rows)
   int64_t batch, M, N, K;
   int64_t x_bstride, x_rstride, w_bstride, w_rstride;
   const float* wsum;      // [batch, 2, K]: sum_n W[n], sum_n (n+1) W[n]   (global scheme)

@@ -73,15 +73,15 @@ constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
 // element, as before, cost GPT-2's LM head ~0.45 ms more: NOTES.md, session 22.) Out of line:
 // inlined, it was no faster and the aligned kernels spilled (Llama-1B's GEMMs +5 %).
 template <typename T>
-static __device__ __noinline__ void store_unaligned_rows(T* yb, const uint8_t* stg, int M, int N, int64_t row_w,
-                                                     int64_t col0, int lane) {
+static __device__ __noinline__ void store_unaligned_rows(T* yb, const uint8_t* stg, int M, int N, int64_t ldy,
+                                                     int64_t row_w, int64_t col0, int lane) {
   static_assert(sizeof(T) == 2, "16-bit outputs");
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
     const int64_t gm = row_w + rr;
     if (gm >= M) continue;
-    T* row = yb + gm * N + col0;  // the segment's column 0
+    T* row = yb + gm * ldy + col0;  // the segment's column 0
     const uint16_t* src = reinterpret_cast<const uint16_t*>(stg + rr * STG_PITCH);
     const int s = (int)((8 - ((reinterpret_cast<uintptr_t>(row) / sizeof(T)) & 7)) & 7);
     const int64_t left = N - col0;  // columns of this segment inside y
@@ -455,7 +455,7 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
   constexpr int NB = 2;  // chunks per thread and batch (NOTES_gemm.md, run 22b)
   double* red = sm.red;
   const int64_t N = a.N, K = a.K, row = (int64_t)j.b * a.M + j.m;
-  T* yrow = static_cast<T*>(a.y) + row * N;
+  T* yrow = static_cast<T*>(a.y) + row * a.ldy;
   const T* xrow = static_cast<const T*>(a.x) + j.b * a.x_bstride + j.m * a.x_rstride;
   const float u = Elem<T>::kUnitRoundoff, d1 = j.d1;
   int p = -1;
@@ -522,7 +522,7 @@ template <typename T>
 __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64_t n0, int cols, float c1, float s2,
                                           float c2, float d1, float thr, int lane) {
   const int64_t N = a.N, K = a.K;
-  T* yrow = static_cast<T*>(a.y) + ((int64_t)b * a.M + m) * N + n0;
+  T* yrow = static_cast<T*>(a.y) + ((int64_t)b * a.M + m) * a.ldy + n0;
   const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
   const T* W = w_row<T>(a, b, n0);  // (a tile lies in one member of a group)
   const float u = Elem<T>::kUnitRoundoff;
@@ -1086,8 +1086,14 @@ __global__ void __launch_bounds__(THREADS, 1)
       s2b = tb + fmaf(wq, s1b, ub * (1.f / W_DEN));
     }
     // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
-    T* yb = static_cast<T*>(args.y) + (int64_t)c.b * g.M * g.N;
-    const bool vec = (g.N % 8) == 0;
+    // y's row stride, read per tile (opaque: kept live across the tile loop, it took a register the
+    // epilogue then spilled); the warp's rows of the tile from one pointer and 32-bit offsets (the
+    // launcher keeps 16 rows under 2^31 elements): fewer 64-bit addresses live at once.
+    const int ldy = (int)args.ldy + opaque_zero();
+    T* yw = static_cast<T*>(args.y) + ((int64_t)c.b * g.M + row_w) * ldy + (int64_t)c.nt * BN;
+    const int rows_in = (int)min((int64_t)16, g.M - row_w);
+    const int cols_in = (int)min((int64_t)BN, g.N - (int64_t)c.nt * BN);
+    const bool vec = (ldy % 8) == 0;  // 16-byte rows (padded ones: a chunk past N lands in the padding)
 #pragma unroll
     for (int cc = 0; cc < BN / 64; ++cc) {
 #pragma unroll
@@ -1099,17 +1105,17 @@ __global__ void __launch_bounds__(THREADS, 1)
             Elem<T>::pack(acc[4 * j + 2], acc[4 * j + 3]);
       }
       __syncwarp();
-      if (vec) {  // N % 8 == 0: a chunk (8 columns from a multiple of 8) is whole or past N
+      if (vec) {  // a chunk (8 columns from a multiple of 8) is whole, past N, or ends in row padding
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
-          const int64_t gm = row_w + rr, gn = (int64_t)c.nt * BN + cc * 64 + part * 8;
-          if (gm < g.M && gn < g.N)
-            *reinterpret_cast<uint4*>(yb + gm * g.N + gn) =
-                *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + part * 16);
+          const int chunk = lane + 32 * i, rr = chunk >> 3, col = cc * 64 + (chunk & 7) * 8;
+          if (rr < rows_in && col < cols_in)
+            *reinterpret_cast<uint4*>(yw + (rr * ldy + col)) =
+                *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + (chunk & 7) * 16);
         }
       } else {
-        store_unaligned_rows(yb, stg, g.M, g.N, row_w, (int64_t)c.nt * BN + cc * 64, lane);
+        store_unaligned_rows(static_cast<T*>(args.y) + (int64_t)c.b * g.M * ldy, stg, g.M, g.N, ldy, row_w,
+                             (int64_t)c.nt * BN + cc * 64, lane);
       }
       __syncwarp();
     }
@@ -1197,6 +1203,8 @@ int launch_width(const Args* a, const CUtensorMap& ta, const WMaps& tb, const CU
 extern "C" int ft_gemm_global(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->cluster != 1 && a->cluster != 2)) return FTG_ERR_ARGS;
+  // y's rows: N apart, or padded to 16 bytes; the epilogue's 32-bit offsets span 16 rows
+  if ((a->ldy != a->N && (a->ldy < a->N || a->ldy % 8)) || a->ldy >= (1 << 27)) return FTG_ERR_ARGS;
   if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
   const int bn = a->bn ? a->bn : 256;
   if (bn != 256 && bn != 192 && bn != 128) return FTG_ERR_ARGS;

@@ -353,6 +353,7 @@ extern "C" int ft_gemm_stream(const ftg::Args* a) {
   using namespace ftg;
   const int s = a->split;
   if (a->K % 8 || a->K < 8 || a->M < 1 || a->N < 1 || a->batch < 1 || s < 1 || s > stream::MAX_SPLIT ||
+      a->ldy != a->N ||  // contiguous y only (the global kernel's is padded where asked)
       a->stages < 1 || a->stages > 2 || (a->warps != 8 && a->warps != 16) || (a->mtile != 1 && a->mtile != 2) ||
       (a->mtile == 2 && a->warps != 8) ||
       a->x_rstride % 8 || a->w_rstride % 8 || a->x_bstride % 8 || a->w_bstride % 8 ||

@@ -267,6 +267,7 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx) {
 extern "C" int ft_gemm_thread(const ftg::Args* a) {
   using namespace ftg;
   if (a->K % 8 || a->M < 1 || a->N < 1 || a->batch < 1 || (a->mtile != 1 && a->mtile != 2) || a->split < 1 ||
+      a->ldy != a->N ||  // contiguous y only (the global kernel's is padded where asked)
       a->split > 16 || (a->nbox != 1 && a->nbox != 2) || (a->wm != 1 && a->wm != 2 && a->wm != 4) ||
       a->stages < 2 || a->stages > thr::MAX_NS || a->stages % (thr::NCW / a->wm))  // a slot belongs to one K group
     return FTG_ERR_ARGS;

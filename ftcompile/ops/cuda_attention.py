@@ -40,7 +40,7 @@ import torch
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, efta, injection
-from . import cuda
+from . import cuda, layout
 
 HEAD_DIMS = (64, 128)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
@@ -333,8 +333,11 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
             site: Optional[telemetry.Site] = None, protect: bool = True,
             inj_rows: Optional[torch.Tensor] = None, prepass_only: bool = False,
-            ablate: int = 0, m_tiles: Optional[int] = None, kernel: Optional[str] = None) -> torch.Tensor:
-    """attention() after its support check (the op's kernel: supports() checked the call)."""
+            ablate: int = 0, m_tiles: Optional[int] = None, kernel: Optional[str] = None,
+            heads_last: bool = False) -> torch.Tensor:
+    """attention() after its support check (the op's kernel: supports() checked the call).
+    ``heads_last``: the output [B, H, S, Dv] in [B, S, H, Dv] memory order (the kernel stores
+    through the output's strides)."""
     if protect and site is None:
         raise ValueError("ftcompile attention kernel: a protected call needs a site")
     d = q.shape[-1]
@@ -347,7 +350,11 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
         mask4 = _as4d(m.expand(*q.shape[:-1], sk))
 
     q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
-    out = torch.empty(*q.shape[:-1], dv, dtype=q.dtype, device=q.device)
+    shape = (*q.shape[:-1], dv)
+    if heads_last:
+        out = layout.empty_heads_last(shape, q.dtype, q.device)
+    else:
+        out = torch.empty(shape, dtype=q.dtype, device=q.device)
     o4 = _as4d(out)
     B, Hq, Sq, D = q4.shape
     Hk = k4.shape[1]
@@ -438,9 +445,10 @@ def last_kernel() -> Optional[str]:
     return _last_kernel
 
 
-def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site) -> torch.Tensor:
+def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site,
+           heads_last: bool = False) -> torch.Tensor:
     """The op's CUDA implementation (registered with ftcompile.ops.cuda; supports() said yes)."""
-    return _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True)
+    return _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True, heads_last=heads_last)
 
 
 cuda.register("attention", supports, kernel)

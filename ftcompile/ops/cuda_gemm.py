@@ -48,7 +48,7 @@ import torch.nn.functional as F
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, gemm, injection
-from . import cuda
+from . import cuda, layout
 
 K_TILE = gemm.K_TILE
 N_TILE = gemm.N_TILE
@@ -115,7 +115,7 @@ class _Inj(ctypes.Structure):
 
 class _Args(ctypes.Structure):
     _fields_ = [("x", ctypes.c_void_p), ("w", ctypes.c_void_p), ("bias", ctypes.c_void_p),
-                ("y", ctypes.c_void_p),
+                ("y", ctypes.c_void_p), ("ldy", ctypes.c_int64),
                 ("batch", ctypes.c_int64), ("M", ctypes.c_int64), ("N", ctypes.c_int64),
                 ("K", ctypes.c_int64),
                 ("x_bstride", ctypes.c_int64), ("x_rstride", ctypes.c_int64),
@@ -388,6 +388,8 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
         return "empty or mismatched shapes"
     if max(x.numel() // k, n, k) >= 2 ** 31 - 1:
         return "a dimension beyond 2^31"
+    if n >= 2 ** 27 - 8:  # the global epilogue's 32-bit offsets over 16 output rows
+        return "N beyond 2^27"
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         return "bias must be [N]"
     if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight, static_weight) * 8 > 60000:
@@ -666,7 +668,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
         cluster: Optional[int] = None, kernel: Optional[str] = None,
         warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None,
-        check: Optional[str] = None) -> torch.Tensor:
+        check: Optional[str] = None, ldy: Optional[int] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -679,7 +681,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
     launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
     tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
-    GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]).
+    GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]). ``ldy`` (global
+    scheme): y's rows that far apart, N rounded up to 16 bytes (ops/layout.py; default contiguous).
 
     A group (global scheme): ``weight`` a tuple of [N_j, K] members and ``bias`` None or a tuple
     of their biases; y holds their outputs side by side ([..., sum N_j]), one GEMM over x.
@@ -687,6 +690,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     whole tiles of the narrowest width (128), and the tile width is one that divides those."""
     thread = scheme == "linear_thread"
     group = isinstance(weight, tuple)
+    if ldy is not None and (thread or ldy % 8):
+        raise ValueError(f"ftcompile: padded output rows (ldy={ldy}) are the global kernel's, in 16-byte rows")
     if group:
         why = "the thread scheme takes no groups" if thread else group_fallback_reason(x, weight, bias or ())
         if why is not None:
@@ -709,10 +714,13 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         if not _tma_ok(x3):
             x3 = x3.clone()
     m = x3.shape[1]
-    y = torch.empty(wb, m, n, dtype=x.dtype, device=x.device)
+    if ldy is None or ldy == n:
+        y, ldy = torch.empty(wb, m, n, dtype=x.dtype, device=x.device), n
+    else:  # in the output's own shape, so that the result is no reshaped copy
+        y = layout.empty_rows((*x.shape[:-1], n), ldy, x.dtype, x.device)
     dev = x.device
     a = _Args()
-    a.x, a.w, a.y = x3.data_ptr(), w3.data_ptr(), y.data_ptr()
+    a.x, a.w, a.y, a.ldy = x3.data_ptr(), w3.data_ptr(), y.data_ptr(), ldy
     a.bias = bias.data_ptr() if bias is not None else None
     a.batch, a.M, a.N, a.K = wb, m, n, k
     a.x_bstride, a.x_rstride = x3.stride(0), x3.stride(1)
@@ -817,7 +825,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         _log_events(plan, log, site.name)
     if raise_flag is not None and bool(raise_flag.item()):
         raise telemetry.FaultDetected(site.name)
-    return y.reshape(*x.shape[:-1], n)
+    return y.reshape(*x.shape[:-1], n) if ldy == n else y
 
 
 def _check(code: int) -> None:
@@ -825,12 +833,13 @@ def _check(code: int) -> None:
         raise RuntimeError(f"ftcompile gemm kernel: {lib().ft_error_string(code).decode()} ({code})")
 
 
-def _linear_global(x, weight, bias, site):
-    return run("linear_global", x, weight, bias, site)
+def _linear_global(x, weight, bias, site, ldy=None):
+    return run("linear_global", x, weight, bias, site, ldy=ldy)
 
 
-def _linear_thread(x, weight, bias, site):
-    return run("linear_thread", x, weight, bias, site)
+def _linear_thread(x, weight, bias, site, ldy=None):
+    y = run("linear_thread", x, weight, bias, site)
+    return y if ldy is None else layout.empty_rows(y.shape, ldy, y.dtype, y.device).copy_(y)
 
 
 def _linear_group(x, weights, biases, site):

@@ -2,13 +2,19 @@
 
   ftcompile::linear_global(x, weight, bias, site) -> y     global ABFT, offline W checksums
   ftcompile::linear_thread(x, weight, bias, site) -> y     one-sided thread-level strided ABFT
+    (both also take transposed=False and pad_rows=False: y's rows 16 bytes aligned, ops/layout.py)
   ftcompile::linear_group(x, weights, biases, site) -> y   sibling linears over one x as one
                                                             global-ABFT GEMM: their outputs side by side
   ftcompile::attention(q, k, v, attn_mask, is_causal, scale, enable_gqa, site) -> o   EFTA
+    (also heads_last=False: o [B, H, S, D] in [B, S, H, D] memory)
 
 ``weight`` is [N, K] (or a batch [B, N, K] for bmm-style products) with any strides: y = x W^T + b.
 ``site`` is an id from :func:`ftcompile.telemetry.register`; it selects the policy, the threshold
-parameters and the counter row. Outputs are fresh contiguous tensors in the input dtype.
+parameters and the counter row. Outputs are fresh tensors in the input dtype, contiguous except
+with ``pad_rows=True``, where a row whose byte length is not a multiple of 16 is followed by
+padding up to the next 16 bytes (:func:`ftcompile.ops.layout.padded_row_stride`), and with
+``heads_last=True`` (:func:`ftcompile.ops.layout.heads_last_strides`). The passes ask for these
+layouts only where nothing in the graph depends on the output's strides.
 
 Every device runs the reference algorithm (ftcompile.abft) unless a CUDA kernel is registered
 for the op in :mod:`ftcompile.ops.cuda` and accepts the call.
@@ -23,7 +29,7 @@ from torch import Tensor
 from .. import cudagraphs, telemetry
 from ..abft import efta, gemm
 from ..selection import SUPPORTED_DTYPES
-from . import cuda
+from . import cuda, layout
 
 NEEDS_CONTIGUOUS = (torch.Tag.needs_contiguous_strides,)
 _NO_KERNEL = "no CUDA kernel takes this call; ftcompile.explain says why"
@@ -60,37 +66,49 @@ def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Non
         raise ValueError(f"ftcompile linear: bias must be [N={weight.shape[-2]}], got {tuple(bias.shape)}")
 
 
+def _row_stride(x: Tensor, weight: Tensor, pad_rows: bool) -> Optional[int]:
+    """y's padded row stride where pad_rows asks for one and N's rows are not 16-byte aligned."""
+    n = weight.shape[-2]
+    return layout.padded_row_stride(n, x.dtype) if pad_rows and layout.needs_padding(n, x.dtype) else None
+
+
 def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site_id: int,
-            transposed: bool) -> Tensor:
+            transposed: bool, pad_rows: bool) -> Tensor:
     weight = _weight_nk(weight, transposed)
     _check_linear_args(x, weight, bias)
+    ldy = _row_stride(x, weight, pad_rows)
     site = telemetry.site(site_id)
     kernel = cuda.kernel_for(scheme, x, weight, bias, static_weight=site.static_weight)
     cudagraphs.check_site(site_id, site.name, site.policy, None if kernel is not None else _NO_KERNEL)
     if kernel is not None:
-        return kernel(x, weight, bias, site)
+        return kernel(x, weight, bias, site, ldy=ldy)
     reference = gemm.linear_global if scheme == "linear_global" else gemm.linear_thread
     with torch.no_grad():
         y, outcome = reference(x, weight, bias, static_weight=site.static_weight,
                                **_site_kwargs(site))
     _record(site_id, x.device, outcome, site)
-    return y
+    if ldy is None:
+        return y
+    return layout.empty_rows(y.shape, ldy, y.dtype, y.device).copy_(y)
 
 
 @torch.library.custom_op("ftcompile::linear_global", mutates_args=(), tags=NEEDS_CONTIGUOUS)
 def linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
-                  transposed: bool = False) -> Tensor:
-    return _linear("linear_global", x, weight, bias, site, transposed)
+                  transposed: bool = False, pad_rows: bool = False) -> Tensor:
+    return _linear("linear_global", x, weight, bias, site, transposed, pad_rows)
 
 
 @torch.library.custom_op("ftcompile::linear_thread", mutates_args=(), tags=NEEDS_CONTIGUOUS)
 def linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
-                  transposed: bool = False) -> Tensor:
-    return _linear("linear_thread", x, weight, bias, site, transposed)
+                  transposed: bool = False, pad_rows: bool = False) -> Tensor:
+    return _linear("linear_thread", x, weight, bias, site, transposed, pad_rows)
 
 
-def _linear_fake(x, weight, bias, site, transposed=False):
-    return x.new_empty(*x.shape[:-1], _weight_nk(weight, transposed).shape[-2])
+def _linear_fake(x, weight, bias, site, transposed=False, pad_rows=False):
+    weight = _weight_nk(weight, transposed)
+    shape = (*x.shape[:-1], weight.shape[-2])
+    ldy = _row_stride(x, weight, pad_rows)
+    return x.new_empty(shape) if ldy is None else layout.fake_rows(x, shape, ldy)
 
 
 linear_global.register_fake(_linear_fake)
@@ -128,9 +146,14 @@ def _linear_group_fake(x, weights, biases, site):
     return x.new_empty(*x.shape[:-1], sum(w.shape[-2] for w in weights))
 
 
-@torch.library.custom_op("ftcompile::attention", mutates_args=(), tags=NEEDS_CONTIGUOUS)
+# No stride tag: the kernels take q, k, v as strided views (a head-split projection's transpose, as
+# HF models hand them over; the CUDA launcher copies only a layout TMA cannot describe), so inductor
+# need not copy them first (GPT-2: 36 copies per forward).
+@torch.library.custom_op("ftcompile::attention", mutates_args=())
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
-              scale: Optional[float], enable_gqa: bool, site: int) -> Tensor:
+              scale: Optional[float], enable_gqa: bool, site: int, heads_last: bool = False) -> Tensor:
+    """EFTA. ``heads_last`` (4-D q): the output [B, H, S, Dv] lies in memory as [B, S, H, Dv]
+    (ops/layout.py), for a model that transposes it back (the attention passes ask for it)."""
     if q.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"ftcompile attention: unsupported dtype {q.dtype} (fp32, fp16, bf16)")
     if not (q.dtype == k.dtype == v.dtype):
@@ -138,27 +161,30 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_c
     if q.dim() < 2 or k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"ftcompile attention: incompatible shapes q{tuple(q.shape)} "
                          f"k{tuple(k.shape)} v{tuple(v.shape)}")
+    if heads_last and q.dim() != 4:
+        raise ValueError(f"ftcompile attention: heads_last needs q as [B, H, S, D], got {tuple(q.shape)}")
     s = telemetry.site(site)
     kernel = cuda.kernel_for("attention", q, k, v, attn_mask=attn_mask, scale=scale, enable_gqa=enable_gqa)
     cudagraphs.check_site(site, s.name, s.policy, None if kernel is not None else _NO_KERNEL)
     if kernel is not None:
-        return kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, s)
+        return kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, s, heads_last=heads_last)
     with torch.no_grad():
         out, outcome = efta.attention(q, k, v, attn_mask, is_causal, scale, enable_gqa,
                                       **_site_kwargs(s))
     _record(site, q.device, outcome, s)
-    return out
+    return layout.empty_heads_last(out.shape, out.dtype, out.device).copy_(out) if heads_last else out
 
 
 @attention.register_fake
-def _attention_fake(q, k, v, attn_mask, is_causal, scale, enable_gqa, site):
-    return q.new_empty(*q.shape[:-1], v.shape[-1])
+def _attention_fake(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, heads_last=False):
+    shape = (*q.shape[:-1], v.shape[-1])
+    return q.new_empty_strided(shape, layout.heads_last_strides(shape)) if heads_last else q.new_empty(shape)
 
 
 # Autograd: the forward is protected; the backward is the plain (unprotected) derivative, so a
 # model compiled in training mode still trains. Inference is what the ABFT schemes target.
 def _linear_setup(ctx, inputs, output):
-    x, weight, bias, _, transposed = inputs
+    x, weight, bias, _, transposed, _ = inputs
     ctx.save_for_backward(x, weight)
     ctx.has_bias, ctx.transposed = bias is not None, transposed
 
@@ -174,7 +200,7 @@ def _linear_backward(ctx, grad):
         gw = grad.reshape(weight.shape[0], -1, grad.shape[-1]).transpose(1, 2) @ x.reshape(
             weight.shape[0], -1, x.shape[-1])
     gb = grad.reshape(-1, grad.shape[-1]).sum(0) if ctx.has_bias else None
-    return gx, _weight_nk(gw, ctx.transposed), gb, None, None
+    return gx, _weight_nk(gw, ctx.transposed), gb, None, None, None
 
 
 for _op in (linear_global, linear_thread):
@@ -201,7 +227,7 @@ linear_group.register_autograd(_group_backward, setup_context=_group_setup)
 
 
 def _attention_setup(ctx, inputs, output):
-    q, k, v, attn_mask, is_causal, scale, enable_gqa, _ = inputs
+    q, k, v, attn_mask, is_causal, scale, enable_gqa, _, _ = inputs
     ctx.save_for_backward(q, k, v, attn_mask)  # a None mask is saved (and given back) as None
     ctx.is_causal, ctx.scale, ctx.enable_gqa = is_causal, scale, enable_gqa
 
@@ -214,7 +240,7 @@ def _attention_backward(ctx, grad):
             qd, kd, vd, attn_mask=mask, is_causal=ctx.is_causal,
             scale=ctx.scale, enable_gqa=ctx.enable_gqa)
         gq, gk, gv = torch.autograd.grad(out, (qd, kd, vd), grad)
-    return gq, gk, gv, None, None, None, None, None
+    return gq, gk, gv, None, None, None, None, None, None
 
 
 attention.register_autograd(_attention_backward, setup_context=_attention_setup)
