@@ -1,4 +1,9 @@
-"""F.scaled_dot_product_attention -> ftcompile.attention (EFTA)."""
+"""F.scaled_dot_product_attention -> ftcompile.attention (EFTA).
+
+K and V that a model expanded with HF's repeat_kv (grouped-query attention with a mask: HF's SDPA
+path then repeats them) are handed to the op unrepeated with enable_gqa: no copy of each kv head
+per query head, and the kernel's checksum prepass reads a quarter (Llama 32/8) of the keys.
+"""
 from __future__ import annotations
 
 import torch
@@ -8,7 +13,8 @@ from ftcompile.cost import attention_cost, numel
 from ftcompile.ops import layout
 
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
-from .common import register_site, replace, restride, scalar, shape_str, transposed_back
+from .common import (UNREPEATED, register_site, replace, restride, scalar, shape_str, transposed_back,
+                     unrepeat_kv)
 
 
 def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
@@ -22,6 +28,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         is_causal = bool(arg(node, 5, "is_causal", False))
         scale = arg(node, 6, "scale")
         enable_gqa = bool(arg(node, 7, "enable_gqa", False))
+        k, v, enable_gqa, dead = unrepeat_kv(q, k, v, enable_gqa)
         fq, fk, fv, fm = fake(q), fake(k), fake(v), fake(mask)
 
         blocker = None
@@ -43,11 +50,14 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                         + (" causal" if is_causal else ""), blocker)
         if record.scheme != "efta":
             continue
+        if dead:
+            record.reason += UNREPEATED
+            counters["attention_gqa_unrepeated"] += 1
         site = register_site(ctx, record)
         heads_last = transposed_back(node)  # the model transposes the output back: [B, S, H, D] memory
         new = replace(gm, node, torch.ops.ftcompile.attention.default,
                       (q, k, v, mask, is_causal, scale, enable_gqa, site) + ((True,) if heads_last else ()),
-                      dead=())
+                      dead=dead)
         if heads_last:
             restride(new, layout.heads_last_strides)
             counters["attention_heads_last"] += 1

@@ -22,7 +22,8 @@ from ftcompile.ops import layout
 
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
-                     register_site, replace, restride, scalar, shape_str, transposed_back)
+                     UNREPEATED, register_site, replace, restride, scalar, shape_str, transposed_back,
+                     unrepeat_kv)
 
 
 class NoMatch(Exception):
@@ -181,15 +182,19 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         record = decide(ctx, "attention", "softmax-chain", name, fq.dtype, cost, shapes, blocker)
         if record.scheme != "efta":
             continue
-        site = register_site(ctx, record)
         k, kt_node = _key_of(gm, kt, out)
+        k, v, gqa, unrepeated = unrepeat_kv(q, k, v, False)
+        if unrepeated:
+            record.reason += UNREPEATED
+            counters["attention_gqa_unrepeated"] += 1
+        site = register_site(ctx, record)
         mask = _sum_terms(gm, terms, out)
         # the model transposes the output back (and no cast follows): [B, S, H, D] memory
         heads_last = fo.dtype == fq.dtype and transposed_back(out)
+        dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else []) + unrepeated
         new = replace(gm, out, torch.ops.ftcompile.attention.default,
-                      (q, k, v, mask, False, scale, False, site) + ((True,) if heads_last else ()),
-                      dead=[*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else []),
-                      out_dtype=fo.dtype, in_dtype=fq.dtype)
+                      (q, k, v, mask, False, scale, gqa, site) + ((True,) if heads_last else ()),
+                      dead=dead, out_dtype=fo.dtype, in_dtype=fq.dtype)
         if heads_last:
             restride(new, layout.heads_last_strides)
             counters["attention_heads_last"] += 1

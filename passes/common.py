@@ -5,7 +5,7 @@ import operator
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -201,6 +201,60 @@ def transposed_back(node: Node) -> bool:
         if not ok:
             return False
     return True
+
+
+def _full_slice(i) -> bool:
+    return i is Ellipsis or (isinstance(i, slice) and i == slice(None, None, None))
+
+
+def repeated_kv(node: Any) -> Optional[Tuple[Node, List[Node]]]:
+    """HF's repeat_kv, ``kv[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)`` (also
+    through unsqueeze(2), or view): the unrepeated kv [b, h, s, d] and the chain's nodes, which
+    are dead once the attention op reads kv with enable_gqa (query head i reads kv head i // n in
+    both). None for anything else, or where the shapes are symbolic."""
+    if not is_call(node, (torch.reshape,), ("reshape", "view")) or node.kwargs:
+        return None
+    expand = node.args[0]
+    if not is_call(expand, (), ("expand",)) or len(expand.users) != 1:
+        return None
+    unsq = expand.args[0]
+    if is_call(unsq, (torch.unsqueeze,), ("unsqueeze",)) and len(unsq.args) == 2 and unsq.args[1] in (2, -3):
+        pass
+    elif is_call(unsq, (operator.getitem,)) and isinstance(unsq.args[1], tuple):
+        idx = unsq.args[1]
+        if not (len(idx) >= 3 and _full_slice(idx[0]) and _full_slice(idx[1]) and idx[2] is None
+                and all(_full_slice(i) for i in idx[3:])):
+            return None
+    else:
+        return None
+    if len(unsq.users) != 1:
+        return None
+    kv = unsq.args[0]
+    fkv, fout = fake(kv), fake(node)
+    if fkv is None or fout is None or fkv.dim() != 4 or fout.dim() != 4:
+        return None
+    shape_in, shape_out = tuple(fkv.shape), tuple(fout.shape)
+    if not all(isinstance(s, int) for s in shape_in + shape_out):
+        return None
+    b, h, s, d = shape_in
+    if shape_out[0] != b or shape_out[2:] != (s, d) or shape_out[1] % h:
+        return None
+    return kv, [node, expand, unsq]
+
+
+UNREPEATED = "; K and V read before repeat_kv (grouped heads in the kernel)"
+
+
+def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
+    """(k, v, enable_gqa, dead nodes): k and v before repeat_kv where both were repeated alike
+    for q's heads (the attention then reads them with enable_gqa), else as given."""
+    rk, rv = (repeated_kv(k), repeated_kv(v)) if not enable_gqa else (None, None)
+    fq, fk = fake(q), fake(k)
+    if not (rk and rv) or fq is None or fq.dim() != 4 or fq.shape[1] != fk.shape[1]:
+        return k, v, enable_gqa, []
+    if fake(rk[0]).shape[1] != fake(rv[0]).shape[1]:
+        return k, v, enable_gqa, []
+    return rk[0], rv[0], True, rk[1] + rv[1]
 
 
 def restride(node: Node, strides: Callable[[Sequence[int]], Sequence[int]]) -> None:

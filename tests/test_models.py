@@ -247,3 +247,20 @@ def test_through_inductor(name, impl):
     torch.testing.assert_close(faulty, out, rtol=1e-4, atol=1e-4)
     assert ftcompile.stats()[site]["corrected"] == 1
     assert all(v["detected"] == 0 for k, v in ftcompile.stats().items() if k != site)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_llama_with_a_padding_mask_reads_kv_before_repeat_kv(impl):
+    """With a mask HF repeats K and V per query head (repeat_kv) before attention, on both paths;
+    the passes hand EFTA the grouped K and V with enable_gqa instead."""
+    model = build("llama", impl)
+    ids, mask = torch.randint(0, VOCAB, (2, 24)), torch.ones(2, 24, dtype=torch.long)
+    mask[1, 12:] = 0
+    counters.clear()
+    with torch.no_grad():
+        expected = first(model(ids, attention_mask=mask))
+    out, graphs = compile_capture(model, ids, mask)
+    torch.testing.assert_close(first(out), expected, rtol=TOL, atol=TOL)
+    assert counters["attention_gqa_unrepeated"] == 2
+    atts = [n for gm in graphs for n in gm.graph.nodes if n.target == torch.ops.ftcompile.attention.default]
+    assert [n.args[6] for n in atts] == [True, True]  # enable_gqa

@@ -347,3 +347,43 @@ def test_attention_output_in_heads_last_memory_only_where_the_model_transposes_i
     if not keep:
         node = next(n for gm in graphs for n in gm.graph.nodes if n.target == ATT)
         assert node.args[-1] is True and node.meta["val"].stride() == (9 * 4 * 16, 16, 4 * 16, 1)
+
+
+def repeat_kv(kv, n):
+    """HF's repeat_kv, as transformers writes it."""
+    b, h, s, d = kv.shape
+    return kv[:, :, None, :, :].expand(b, h, n, s, d).reshape(b, h * n, s, d)
+
+
+class GroupedHeads(nn.Module):
+    """Grouped-query attention with K and V repeated per query head before the attention."""
+
+    def __init__(self, sdpa):
+        super().__init__()
+        self.sdpa = sdpa
+
+    def forward(self, q, k, v, mask):
+        k, v = repeat_kv(k, 4), repeat_kv(v, 4)
+        if self.sdpa:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        else:
+            o = torch.matmul(F.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.25 + mask, dim=-1), v)
+        return o.transpose(1, 2).reshape(q.shape[0], q.shape[2], -1)
+
+
+@pytest.mark.parametrize("sdpa", [True, False])
+def test_repeated_kv_reach_the_op_unrepeated_with_enable_gqa(sdpa):
+    q, k, v = torch.randn(2, 8, 9, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 16)
+    mask = torch.randn(9, 11)
+    model = GroupedHeads(sdpa)
+    counters.clear()
+    with torch.no_grad():
+        expected = model(q, k, v, mask)
+    out, graphs = compile_capture(model, q, k, v, mask)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    node = next(n for gm in graphs for n in gm.graph.nodes if n.target == ATT)
+    assert node.args[6] is True and tuple(node.args[1].meta["example_value"].shape) == (2, 2, 11, 16)
+    assert counters["attention_gqa_unrepeated"] == 1
+    assert not [n for gm in graphs for n in gm.graph.nodes if n.op == "call_method" and n.target == "expand"]
+    report = ftcompile.explain(model, q, k, v, mask)
+    assert "read before repeat_kv" in report.records[0].reason
