@@ -176,16 +176,17 @@ def transposed_back(node: Node) -> bool:
     """Every use of an attention output [B, H, S, D] swaps its head and sequence dimensions
     (transpose(1, 2), permute(0, 2, 1, 3); through reshapes or views to the same shape, as HF's
     SDPA path has): the output may then lie in memory as [B, S, H, D] (the attention op's
-    heads_last), and those uses' results are contiguous."""
+    heads_last), and those uses' results are contiguous. Static shapes only (comparing symbolic
+    sizes would add guards)."""
     val = fake(node)
-    if val is None or val.dim() != 4 or not node.users:
+    if val is None or val.dim() != 4 or not node.users or not _static(val):
         return False
     for user in node.users:
         if user.kwargs or not user.args or user.args[0] is not node:
             return False
         if is_call(user, (torch.reshape,), ("reshape", "view")):
             out = fake(user)
-            if out is None or tuple(out.shape) != tuple(val.shape) or not transposed_back(user):
+            if out is None or not _static(out) or tuple(out.shape) != tuple(val.shape) or not transposed_back(user):
                 return False
             continue
         dims = user.args[1:]
@@ -201,6 +202,10 @@ def transposed_back(node: Node) -> bool:
         if not ok:
             return False
     return True
+
+
+def _static(t: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for s in t.shape)
 
 
 def _full_slice(i) -> bool:
@@ -233,9 +238,9 @@ def repeated_kv(node: Any) -> Optional[Tuple[Node, List[Node]]]:
     fkv, fout = fake(kv), fake(node)
     if fkv is None or fout is None or fkv.dim() != 4 or fout.dim() != 4:
         return None
-    shape_in, shape_out = tuple(fkv.shape), tuple(fout.shape)
-    if not all(isinstance(s, int) for s in shape_in + shape_out):
+    if not (_static(fkv) and _static(fout)):
         return None
+    shape_in, shape_out = tuple(fkv.shape), tuple(fout.shape)
     b, h, s, d = shape_in
     if shape_out[0] != b or shape_out[2:] != (s, d) or shape_out[1] % h:
         return None
@@ -250,7 +255,7 @@ def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
     for q's heads (the attention then reads them with enable_gqa), else as given."""
     rk, rv = (repeated_kv(k), repeated_kv(v)) if not enable_gqa else (None, None)
     fq, fk = fake(q), fake(k)
-    if not (rk and rv) or fq is None or fq.dim() != 4 or fq.shape[1] != fk.shape[1]:
+    if not (rk and rv) or fq is None or fq.dim() != 4 or not _static(fq) or fq.shape[1] != fk.shape[1]:
         return k, v, enable_gqa, []
     if fake(rk[0]).shape[1] != fake(rv[0]).shape[1]:
         return k, v, enable_gqa, []
