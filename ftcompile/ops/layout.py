@@ -44,6 +44,12 @@ def empty_rows(shape: Sequence[int], ld: int, dtype: torch.dtype, device) -> tor
     return torch.empty(0, dtype=dtype, device=device).set_(storage, 0, tuple(shape), row_strides(shape, ld))
 
 
+def with_row_stride(y: torch.Tensor, ld) -> torch.Tensor:
+    """y itself where ld is None, else a copy of y with rows ``ld`` apart (a path whose kernel
+    writes only contiguous rows: the reference ops, the thread-scheme kernels)."""
+    return y if ld is None else empty_rows(y.shape, ld, y.dtype, y.device).copy_(y)
+
+
 def fake_rows(like: torch.Tensor, shape: Sequence[int], ld: int) -> torch.Tensor:
     """The fake impl's counterpart of :func:`empty_rows` (sizes and strides; no storage)."""
     return like.new_empty_strided(tuple(shape), row_strides(shape, ld))

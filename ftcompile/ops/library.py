@@ -69,7 +69,8 @@ def _check_linear_args(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Non
 def _row_stride(x: Tensor, weight: Tensor, pad_rows: bool) -> Optional[int]:
     """y's padded row stride where pad_rows asks for one and N's rows are not 16-byte aligned."""
     n = weight.shape[-2]
-    return layout.padded_row_stride(n, x.dtype) if pad_rows and layout.needs_padding(n, x.dtype) else None
+    ld = layout.padded_row_stride(n, x.dtype)
+    return ld if pad_rows and ld != n else None
 
 
 def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site_id: int,
@@ -87,9 +88,7 @@ def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site
         y, outcome = reference(x, weight, bias, static_weight=site.static_weight,
                                **_site_kwargs(site))
     _record(site_id, x.device, outcome, site)
-    if ldy is None:
-        return y
-    return layout.empty_rows(y.shape, ldy, y.dtype, y.device).copy_(y)
+    return layout.with_row_stride(y, ldy)
 
 
 @torch.library.custom_op("ftcompile::linear_global", mutates_args=(), tags=NEEDS_CONTIGUOUS)
