@@ -413,7 +413,7 @@ def main():
                         continue
                     try:
                         ms = graph_time(runner.variant("on", "linear_thread", split=sp, nbox=nbox,
-                                                       stages=stages, wm=wm), sets)
+                                                       stages=stages, wm=wm, kernel="ring"), sets)
                     except Exception as exc:
                         print(f"  sweep {m}x{n}x{k} wm={wm} nbox={nbox} ns={stages} split={sp}: "
                               f"{type(exc).__name__} {exc}")
