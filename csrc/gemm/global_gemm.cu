@@ -208,15 +208,18 @@ __device__ __forceinline__ int opaque_zero() {
 }
 
 // Diagnostic build only (-DFTG_FIX_STAMPS, benchmarks/correction_stamps.py): thread stamps of the
-// global timer, 8 doubles per CTA after the per-row diagnostics in Args.dbg: 0 start, 1 the last
-// correction's start, 2 the corrections done, 3 rows corrected, 4 consumers' end (of their tiles),
-// 5 verifiers' end, 6 / 7 the last correction's weighted dot / located element's dot done.
+// global timer, 8 doubles per CTA after the per-row (row check: 3 per row) or per-tile-row (tile
+// check: 3 per row and N-tile) diagnostics in Args.dbg: 0 start, 1 the last correction's start,
+// 2 the corrections done, 3 rows corrected, 4 consumers' end (of their tiles), 5 verifiers' end
+// (row check), 6 / 7 the last correction's location (row check: its weighted dot) / located
+// element's dot done.
 #ifdef FTG_FIX_STAMPS
 __device__ __forceinline__ void fix_stamp(const Args& a, int i, double v = -1.0) {
   if (a.dbg == nullptr) return;
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  a.dbg[3 * (int64_t)a.batch * a.M + 8 * blockIdx.x + i] = v >= 0.0 ? v : (double)t;
+  const int64_t rows = (int64_t)a.batch * a.M * (a.local ? cdiv(a.N, a.bn) : 1);
+  a.dbg[3 * rows + 8 * blockIdx.x + i] = v >= 0.0 ? v : (double)t;
 }
 #else
 __device__ __forceinline__ void fix_stamp(const Args&, int, double = -1.0) {}
@@ -521,7 +524,7 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
 template <typename T>
 __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64_t n0, int cols, float c1, float s2,
                                           float c2, float d1, float thr, int lane) {
-  const int64_t N = a.N, K = a.K;
+  const int64_t K = a.K;
   T* yrow = static_cast<T*>(a.y) + ((int64_t)b * a.M + m) * a.ldy + n0;
   const T* xrow = static_cast<const T*>(a.x) + b * a.x_bstride + m * a.x_rstride;
   const T* W = w_row<T>(a, b, n0);  // (a tile lies in one member of a group)
@@ -541,9 +544,11 @@ __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64
     if (cnt == 1) p = pos;
   }
   bool ok = false;
+  if (lane == 0) fix_stamp(a, 6);
   if (p >= 0) {
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
     const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, n0 + p);
+    if (lane == 0) fix_stamp(a, 7);
     if (isfinite(d1) && isfinite(yold)) {
       ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
     } else {  // recheck the stored tile row with the correction in
@@ -672,9 +677,14 @@ __device__ void fix_tile_rows(const Args& args, const TileFix* list, int n, int 
   for (int i = 0; i < min(n, FIX_WARP); ++i) {
     const TileFix f = list[i];
     const int cols = (int)min((int64_t)BN, args.N - f.n0);
+    if (lane == 0) fix_stamp(args, 1);
     fix_tile_row<T>(args, f.b, f.m, f.n0, cols, f.c1, f.s2, f.c2, f.d1, f.thr, lane) ? ++ncorr : ++nunc;
   }
-  if (lane == 0 && n) add_outcomes(args, 0, ncorr, nunc);
+  if (lane == 0 && n) {
+    fix_stamp(args, 2);
+    fix_stamp(args, 3, (double)(ncorr + nunc));
+    add_outcomes(args, 0, ncorr, nunc);
+  }
 }
 
 // Tile-local check: what a tile's check needs besides its accumulators, loaded when the tile
