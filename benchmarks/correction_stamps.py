@@ -8,9 +8,10 @@ correction's start, its location and its recomputed dot, the end of the correcti
 injecting build with one output fault (+10) per call after a warm-up, with the check and tile
 width the rule picks (row or tile-local check: the stamps follow that check's diagnostics), and
 prints per shape: the grid's span, when the CTAs' roles end (median and last), and for the
-correcting CTA each step of its correction, in us from the grid's first start. FTG_STAMPS_FAULTS=n: n faults in consecutive rows, corrected in turn by
-one CTA (the stamps are the last one's: its code warm); FTG_STAMPS_FLAGS: more nvcc flags (a
-variant build of its own name).
+correcting CTA each step of its correction, in us from the grid's first start.
+FTG_STAMPS_FAULTS=n: n faults in consecutive rows, corrected in turn by one CTA (the stamps are
+the last one's: its code warm); FTG_STAMPS_FLAGS: more nvcc flags (a variant build of its own
+name).
 """
 from __future__ import annotations
 
