@@ -10,11 +10,9 @@ import torch
 from torch.fx import GraphModule
 
 from ftcompile.cost import attention_cost, numel
-from ftcompile.ops import layout
 
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
-from .common import (UNREPEATED, register_site, replace, restride, scalar, shape_str, transposed_back,
-                     unrepeat_kv)
+from .common import replace_attention, scalar, shape_str, unrepeat_kv
 
 
 def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
@@ -28,7 +26,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         is_causal = bool(arg(node, 5, "is_causal", False))
         scale = arg(node, 6, "scale")
         enable_gqa = bool(arg(node, 7, "enable_gqa", False))
-        k, v, enable_gqa, dead = unrepeat_kv(q, k, v, enable_gqa)
+        k, v, enable_gqa, unrepeated = unrepeat_kv(q, k, v, enable_gqa)
         fq, fk, fv, fm = fake(q), fake(k), fake(v), fake(mask)
 
         blocker = None
@@ -50,16 +48,6 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                         + (" causal" if is_causal else ""), blocker)
         if record.scheme != "efta":
             continue
-        if dead:
-            record.reason += UNREPEATED
-            counters["attention_gqa_unrepeated"] += 1
-        site = register_site(ctx, record)
-        heads_last = transposed_back(node)  # the model transposes the output back: [B, S, H, D] memory
-        new = replace(gm, node, torch.ops.ftcompile.attention.default,
-                      (q, k, v, mask, is_causal, scale, enable_gqa, site) + ((True,) if heads_last else ()),
-                      dead=dead)
-        if heads_last:
-            restride(new, layout.heads_last_strides)
-            counters["attention_heads_last"] += 1
+        replace_attention(gm, ctx, node, record, q, k, v, mask, is_causal, scale, enable_gqa, (), unrepeated)
         counters["attention_sdpa"] += 1
     return gm

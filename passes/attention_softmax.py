@@ -18,12 +18,10 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ftcompile.cost import attention_cost, numel
-from ftcompile.ops import layout
 
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
-                     UNREPEATED, register_site, replace, restride, scalar, shape_str, transposed_back,
-                     unrepeat_kv)
+                     replace_attention, scalar, shape_str, unrepeat_kv)
 
 
 class NoMatch(Exception):
@@ -184,20 +182,10 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         k, kt_node = _key_of(gm, kt, out)
         k, v, gqa, unrepeated = unrepeat_kv(q, k, v, False)
-        if unrepeated:
-            record.reason += UNREPEATED
-            counters["attention_gqa_unrepeated"] += 1
-        site = register_site(ctx, record)
         mask = _sum_terms(gm, terms, out)
-        # the model transposes the output back (and no cast follows): [B, S, H, D] memory
-        heads_last = fo.dtype == fq.dtype and transposed_back(out)
-        dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else []) + unrepeated
-        new = replace(gm, out, torch.ops.ftcompile.attention.default,
-                      (q, k, v, mask, False, scale, gqa, site) + ((True,) if heads_last else ()),
-                      dead=dead, out_dtype=fo.dtype, in_dtype=fq.dtype)
-        if heads_last:
-            restride(new, layout.heads_last_strides)
-            counters["attention_heads_last"] += 1
+        dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else [])
+        replace_attention(gm, ctx, out, record, q, k, v, mask, False, scale, gqa, dead, unrepeated,
+                          out_dtype=fo.dtype, in_dtype=fq.dtype)
         counters["attention_softmax"] += 1
     return gm
 

@@ -15,6 +15,7 @@ from ftcompile import telemetry
 from ftcompile.config import FTConfig
 from ftcompile.cost import Cost
 from ftcompile.hardware import DeviceSpec
+from ftcompile.ops import layout
 from ftcompile.report import SiteRecord
 from ftcompile.selection import SUPPORTED_DTYPES, Decision, select
 
@@ -247,7 +248,6 @@ def repeated_kv(node: Any) -> Optional[Tuple[Node, List[Node]]]:
     return kv, [node, expand, unsq]
 
 
-UNREPEATED = "; K and V read before repeat_kv (grouped heads in the kernel)"
 
 
 def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
@@ -260,6 +260,27 @@ def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
     if fake(rk[0]).shape[1] != fake(rv[0]).shape[1]:
         return k, v, enable_gqa, []
     return rk[0], rv[0], True, rk[1] + rv[1]
+
+
+def replace_attention(gm: GraphModule, ctx: PassContext, node: Node, record: SiteRecord, q: Node, k: Node, v: Node,
+                      mask: Any, is_causal: bool, scale: Any, enable_gqa: bool, dead: Sequence[Node],
+                      unrepeated: Sequence[Node], out_dtype: Optional[torch.dtype] = None,
+                      in_dtype: Optional[torch.dtype] = None) -> None:
+    """The attention op in node's place (both attention passes): K and V read before repeat_kv
+    where ``unrepeated`` holds that chain's nodes (erased with ``dead``), and the output in
+    [B, S, H, D] memory (heads_last) where the model transposes it back and no cast follows; each
+    noted in the site's reason or the counters."""
+    if unrepeated:
+        record.reason += "; K and V read before repeat_kv (grouped heads in the kernel)"
+        counters["attention_gqa_unrepeated"] += 1
+    site = register_site(ctx, record)
+    heads_last = out_dtype == in_dtype and transposed_back(node)
+    new = replace(gm, node, torch.ops.ftcompile.attention.default,
+                  (q, k, v, mask, is_causal, scale, enable_gqa, site) + ((True,) if heads_last else ()),
+                  dead=[*dead, *unrepeated], out_dtype=out_dtype, in_dtype=in_dtype)
+    if heads_last:
+        restride(new, layout.heads_last_strides)
+        counters["attention_heads_last"] += 1
 
 
 def restride(node: Node, strides: Callable[[Sequence[int]], Sequence[int]]) -> None:
