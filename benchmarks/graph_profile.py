@@ -2,7 +2,7 @@
 (mode="reduce-overhead") unless --no-graphs: wall ms per forward, then the heaviest kernels of
 one forward (torch.profiler), grouped by kernel name. A capture refusal is printed in full.
 
-    python benchmarks/graph_profile.py --only llama-1b --top 15 [--static-log]
+    python benchmarks/graph_profile.py --only llama-1b --top 15 [--static-log] [--sequence N]
 """
 from __future__ import annotations
 
@@ -32,6 +32,22 @@ def kernels_per_forward(fn, calls: int = 3):
     return {k: (n / calls, ms / calls) for k, (n, ms) in total.items()}
 
 
+def sequence(fn, count: int) -> None:
+    """The first `count` kernels of one forward in start order: start (us from the first), duration,
+    the gap since the previous kernel ended (negative: they overlap), name."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    evs = sorted((ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA),
+                 key=lambda ev: ev.time_range.start)[:count]
+    t0, prev_end = evs[0].time_range.start if evs else 0, None
+    for ev in evs:
+        start, end = ev.time_range.start, ev.time_range.end
+        gap = f"{start - prev_end:7.1f}" if prev_end is not None else "      -"
+        print(f"  {start - t0:9.1f} us {end - start:8.1f} us gap {gap}  {ev.name[:90]}")
+        prev_end = end if prev_end is None else max(prev_end, end)
+
+
 def report(label: str, fn, top: int) -> None:
     try:
         fn()
@@ -55,6 +71,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--no-graphs", action="store_true")
     parser.add_argument("--static-log", action="store_true", help="log which inputs the graphs treat as static")
+    parser.add_argument("--sequence", type=int, default=0, help="print the first N kernels of a forward in order")
     args = parser.parse_args()
     if args.static_log:
         torch._logging.set_logs(cudagraph_static_inputs=True)
@@ -70,6 +87,8 @@ def main() -> None:
                 torch._dynamo.reset()
                 compiled = torch.compile(model, backend=backend, mode=mode)
                 report(f"{name} {backend} mode={mode}", lambda: compiled(ids), args.top)
+                if args.sequence:
+                    sequence(lambda: compiled(ids), args.sequence)
                 del compiled
         del model
         torch.cuda.empty_cache()

@@ -148,12 +148,10 @@ __device__ __forceinline__ V warp_sum(V v) {
   for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
-// fp32 dot of two 16-bit rows of length K by one warp, NB 16-byte loads per lane and row in flight
-// (256 NB elements a round trip). Each lane adds its elements in the same order for every NB, so
-// the result does not depend on it.
-template <typename T, int NB = 4>
+// fp32 dot of two 16-bit rows of length K by one warp.
+template <typename T>
 __device__ float warp_dot(const T* a, const T* b, int64_t K, int lane) {
-  return warp_sum(batched_dot<T, NB>(a, b, K, lane, 32));
+  return warp_sum(batched_dot<T, 4>(a, b, K, lane, 32));
 }
 
 // ---------------------------------------------------------------- packed 16-bit extrema

@@ -547,9 +547,7 @@ __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64
   if (lane == 0) fix_stamp(a, 6);
   if (p >= 0) {
     const float yold = Elem<T>::to_f(__ldcg(yrow + p));
-    // 12 loads in flight per lane and row: K <= 3072 in one round trip (each further one cost
-    // ~1.2 us of a one-wave call's tail, NOTES_gemm.md session 28)
-    const float t = warp_dot<T, 12>(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, n0 + p);
+    const float t = warp_dot(xrow, W + p * a.w_rstride, K, lane) + bias_at<T>(a, n0 + p);
     if (lane == 0) fix_stamp(a, 7);
     if (isfinite(d1) && isfinite(yold)) {
       ok = !exceeds(d1 - (yold - t), thr + u * fabsf(yold));
