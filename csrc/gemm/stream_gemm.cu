@@ -50,18 +50,27 @@ struct Ctrl {
 __host__ __device__ constexpr size_t part_offset() { return (sizeof(Ctrl) + 15) / 16 * 16; }
 size_t smem_bytes(int nw, int split, int mt) { return part_offset() + (size_t)(nw + split - 1) * mt * PART * 4; }
 
-// Streamed once: no L1 allocation; 256-byte L2 prefetch (the neighbouring warps' bytes of the row);
-// W's lines first out of L2 (evict-first policy: 0-3.5 % faster at every decode shape measured,
-// never slower; NOTES_gemm.md session 28). Volatile: the rolling loop places each load after the
-// MMAs that free its registers.
-__device__ __forceinline__ uint4 ld_stream(const void* p) {
+// No L1 allocation; 256-byte L2 prefetch (the neighbouring warps' bytes of the row); L2 policy
+// `pol` (w_policy). Volatile: the rolling loop places each load after the MMAs that free its
+// registers.
+__device__ __forceinline__ uint4 ld_stream(const void* p, uint64_t pol) {
   uint4 v;
-  uint64_t pol;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
   asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p), "l"(pol));
   return v;
+}
+// W's L2 policy: where one CTA row covers all of x's rows, W is read once, and its lines go first
+// out of L2 (evict-first: 0-3.5 % faster at every decode shape measured, never slower, NOTES_gemm.md
+// session 28); with more CTA rows the others read the same W through L2 (normal policy).
+__device__ __forceinline__ uint64_t w_policy() {
+  uint64_t first, normal;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(first));
+  asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(normal));
+#ifdef FTG_STREAM_DEFAULT_L2  // diagnostic build (benchmarks/evict_probe.py): the normal policy everywhere
+  return normal;
+#endif
+  return gridDim.y == 1 ? first : normal;
 }
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
@@ -165,7 +174,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
   auto k_of = [&](int i) { return (int64_t)(q_begin + warp + NW * i) * KQ + 8 * c; };
   // K % 8 == 0: a 16-byte vector is all in or all out.
-  auto load_w = [&](int64_t k, int j) { return k < K && w_ok[j] ? ld_stream(Wg + j * w8 + k) : zero; };
+  const uint64_t wpol = w_policy();
+  auto load_w = [&](int64_t k, int j) { return k < K && w_ok[j] ? ld_stream(Wg + j * w8 + k, wpol) : zero; };
   auto load_x = [&](int64_t k, bool ok, int64_t off) {
     return k < K && ok ? __ldg(reinterpret_cast<const uint4*>(Xg + off + k)) : zero;
   };
