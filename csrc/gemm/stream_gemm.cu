@@ -61,7 +61,7 @@ __device__ __forceinline__ uint4 ld_stream(const void* p, uint64_t pol) {
   return v;
 }
 // W's L2 policy: where one CTA row covers all of x's rows, W is read once, and its lines go first
-// out of L2 (evict-first: 0-3.5 % faster at every decode shape measured, never slower, NOTES_gemm.md
+// out of L2 (evict-first: 0-6 % faster at every decode shape measured, never slower, NOTES_gemm.md
 // session 28); with more CTA rows the others read the same W through L2 (normal policy).
 __device__ __forceinline__ uint64_t w_policy() {
   uint64_t first, normal;
@@ -69,8 +69,9 @@ __device__ __forceinline__ uint64_t w_policy() {
   asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(normal));
 #ifdef FTG_STREAM_DEFAULT_L2  // diagnostic build (benchmarks/evict_probe.py): the normal policy everywhere
   return normal;
-#endif
+#else
   return gridDim.y == 1 ? first : normal;
+#endif
 }
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
