@@ -10,7 +10,8 @@ reference is fp32 throughout), other head dims (no kernel instantiated), other a
 them. ``kernel(...)`` is registered for the op.
 
 The library is built lazily on first use with torch.utils.cpp_extension (ninja, cached in
-TORCH_EXTENSIONS_DIR) and driven through a C ABI (ctypes), so the .cu files need only CUDA headers.
+TORCH_EXTENSIONS_DIR) and driven through a C ABI (ctypes), so the .cu files need only CUDA headers;
+``FTCOMPILE_ATTN_LIB`` points at a prebuilt library instead (benchmarks/attention_ab.py).
 
 Semantics follow the reference: same tiles (64 keys), same stages, same telemetry fields; fault
 injection resolves tile and index with the reference's own planner and generator order, so CPU and
@@ -95,10 +96,10 @@ def library(ablate: int = 0) -> ctypes.CDLL:
         raise RuntimeError("ftcompile attention kernel: no CUDA device")
     # hidden visibility: each build's template instantiations stay its own (two builds in one
     # process, e.g. a measurement build, must not bind to each other's kernels)
-    path = cuda.build_library("attention", "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""),
-                              extra_cuda_cflags=[f"-DEFTA_ABLATE={int(ablate)}", "-Xcompiler", "-fvisibility=hidden"],
-                              extra_cflags=["-fvisibility=hidden"],
-                              verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
+    path = (not ablate and os.environ.get("FTCOMPILE_ATTN_LIB")) or cuda.build_library(
+        "attention", "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""),
+        extra_cuda_cflags=[f"-DEFTA_ABLATE={int(ablate)}", "-Xcompiler", "-fvisibility=hidden"],
+        extra_cflags=["-fvisibility=hidden"], verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
     lib = ctypes.CDLL(path)
     lib.efta_attention_forward.argtypes = [ctypes.POINTER(_HostArgs)]
     lib.efta_attention_forward.restype = ctypes.c_int

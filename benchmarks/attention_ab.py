@@ -1,0 +1,76 @@
+"""A/B of two builds of the EFTA attention library in alternating processes (each loaded through
+FTCOMPILE_ATTN_LIB): the working tree's sources (and variants of them by compile flags, ATTN_AB_FLAGS)
+against a snapshot of reference sources. Prints ms per call (unprotected / protected) and a digest
+of each output, so a change meant to keep the arithmetic shows whether it did (NOTES_attention.md B19).
+
+    git archive HEAD csrc/attention csrc/common | tar -x -C /tmp/base   # the reference, before editing
+    ATTN_AB_BASE=/tmp/base/csrc python benchmarks/attention_ab.py
+(ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.)
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
+          os.environ.get("ATTN_AB_FLAGS", "tree=").split(";"))}
+CONFIGS = [(16, 64, s, False) for s in (512, 2048, 4096, 16384)] + [(32, 128, s, False) for s in (512, 2048, 4096, 16384)]
+CONFIGS += [(16, 64, 4096, True), (32, 128, 4096, True)]
+
+CHILD = r'''
+import sys; sys.path.insert(0, "benchmarks")
+import torch, ftcompile
+from ftcompile.ops import cuda_attention as ca
+from bench_attention import timed
+sid = ftcompile.register_site("probe.attention_ab", "attention")
+site = ftcompile.telemetry.site(sid)
+for h, d, s, causal in %r:
+    g = torch.Generator(device="cuda").manual_seed(0)
+    shp = (16384 // s, h, s, d)
+    q, k, v = (torch.randn(shp, generator=g, device="cuda").half() for _ in range(3))
+    plain = lambda: ca.attention(q, k, v, None, causal, None, False, protect=False)
+    ft = lambda: ca.attention(q, k, v, None, causal, None, False, site)
+    dig = []
+    for f in (plain, ft):
+        o = f().view(torch.int16).to(torch.int64).flatten()
+        dig.append(int((o * (torch.arange(o.numel(), device=o.device) %% 1021 + 1)).sum()))
+    tp, tf = timed(plain, 0.15, 5)[0], timed(ft, 0.15, 5)[0]
+    print(f"%s {h}x{d} s{s}{' causal' if causal else ''}: plain {tp:.4f} ft {tf:.4f} overhead {100 * (tf / tp - 1):.1f}%% "
+          f"digest {dig[0] %% 10**8} {dig[1] %% 10**8}", flush=True)
+'''
+
+
+def build(name, flags, src_root=None):
+    from torch.utils.cpp_extension import load
+    from ftcompile.ops import cuda
+    if src_root is None:
+        return cuda.build_library("attention", "ftcompile_efta_ab_" + name,
+                                  extra_cuda_cflags=[*flags, "-Xcompiler", "-fvisibility=hidden"],
+                                  extra_cflags=["-fvisibility=hidden"])
+    src = Path(src_root)
+    return load(name="ftcompile_efta_ab_" + name, sources=sorted(str(p) for p in (src / "attention").glob("*.cu")),
+                extra_include_paths=[str(src / "attention"), str(src / "common")], is_python_module=False,
+                extra_cflags=["-fvisibility=hidden"],
+                extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a",
+                                   "-Xcompiler", "-fvisibility=hidden"])
+
+
+def main():
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = dict(BUILDS)
+    base = os.environ.get("ATTN_AB_BASE")
+    with ThreadPoolExecutor(4) as ex:
+        futs = {name: ex.submit(build, name, flags) for name, flags in jobs.items()}
+        if base:
+            futs["base"] = ex.submit(build, "base", [], base)
+        libs = {name: f.result() for name, f in futs.items()}
+    order = (["base"] if base else []) + list(BUILDS)
+    for rnd in range(2):
+        for name in order:
+            env = dict(os.environ, FTCOMPILE_ATTN_LIB=libs[name])
+            subprocess.run([sys.executable, "-c", CHILD % (CONFIGS, f"{name}#{rnd}")], env=env,
+                           check=False)
+
+
+if __name__ == "__main__":
+    main()
