@@ -10,7 +10,6 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
           os.environ.get("ATTN_AB_FLAGS", "tree=").split(";"))}
@@ -40,19 +39,11 @@ for h, d, s, causal in %r:
 '''
 
 
-def build(name, flags, src_root=None):
-    from torch.utils.cpp_extension import load
+def build(name, flags, root=None):
     from ftcompile.ops import cuda
-    if src_root is None:
-        return cuda.build_library("attention", "ftcompile_efta_ab_" + name,
-                                  extra_cuda_cflags=[*flags, "-Xcompiler", "-fvisibility=hidden"],
-                                  extra_cflags=["-fvisibility=hidden"])
-    src = Path(src_root)
-    return load(name="ftcompile_efta_ab_" + name, sources=sorted(str(p) for p in (src / "attention").glob("*.cu")),
-                extra_include_paths=[str(src / "attention"), str(src / "common")], is_python_module=False,
-                extra_cflags=["-fvisibility=hidden"],
-                extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a",
-                                   "-Xcompiler", "-fvisibility=hidden"])
+    return cuda.build_library("attention", "ftcompile_efta_ab_" + name, root=root,
+                              extra_cuda_cflags=[*flags, "-Xcompiler", "-fvisibility=hidden"],
+                              extra_cflags=["-fvisibility=hidden"])
 
 
 def main():

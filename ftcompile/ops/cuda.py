@@ -28,17 +28,20 @@ def csrc_dir(family: str) -> Path:
     raise FileNotFoundError(f"ftcompile: csrc/{family} sources not found")
 
 
-def build_library(family: str, name: str, extra_cuda_cflags=(), extra_cflags=(), verbose: bool = False) -> str:
+def build_library(family: str, name: str, extra_cuda_cflags=(), extra_cflags=(), verbose: bool = False,
+                  root: Optional[Path] = None) -> str:
     """Compile csrc/<family>/*.cu (with csrc/common) for sm_90a through torch.utils.cpp_extension +
-    ninja (cached in TORCH_EXTENSIONS_DIR); returns the shared library's path."""
+    ninja (cached in TORCH_EXTENSIONS_DIR); returns the shared library's path. ``root``: another
+    directory holding <family>/ and common/ (benchmarks build a snapshot of older sources)."""
     from torch.utils.cpp_extension import load
 
-    src = csrc_dir(family)
+    src = Path(root) / family if root is not None else csrc_dir(family)
+    common = Path(root) / "common" if root is not None else csrc_dir("common")
     sources = sorted(str(p) for p in src.glob("*.cu"))
     if not sources:
         raise RuntimeError(f"ftcompile: no CUDA sources in {src}")
     # sm_90a only: the kernels use wgmma, TMA and setmaxnreg (no fallback code paths in csrc).
-    return load(name=name, sources=sources, extra_include_paths=[str(src), str(csrc_dir("common"))],
+    return load(name=name, sources=sources, extra_include_paths=[str(src), str(common)],
                 extra_cflags=list(extra_cflags), is_python_module=False, verbose=verbose,
                 extra_cuda_cflags=["-O3", "-std=c++17", "-lineinfo", "-gencode=arch=compute_90a,code=sm_90a",
                                    *extra_cuda_cflags])
