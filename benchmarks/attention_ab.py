@@ -8,8 +8,8 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
 (ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.)
 """
 import os
-import subprocess
-import sys
+
+from alternate import run_alternating
 
 BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
           os.environ.get("ATTN_AB_FLAGS", "tree=").split(";"))}
@@ -48,19 +48,14 @@ def build(name, flags, root=None):
 
 def main():
     from concurrent.futures import ThreadPoolExecutor
-    jobs = dict(BUILDS)
     base = os.environ.get("ATTN_AB_BASE")
     with ThreadPoolExecutor(4) as ex:
-        futs = {name: ex.submit(build, name, flags) for name, flags in jobs.items()}
+        futs = {name: ex.submit(build, name, flags) for name, flags in BUILDS.items()}
         if base:
             futs["base"] = ex.submit(build, "base", [], base)
         libs = {name: f.result() for name, f in futs.items()}
     order = (["base"] if base else []) + list(BUILDS)
-    for rnd in range(2):
-        for name in order:
-            env = dict(os.environ, FTCOMPILE_ATTN_LIB=libs[name])
-            subprocess.run([sys.executable, "-c", CHILD % (CONFIGS, f"{name}#{rnd}")], env=env,
-                           check=False)
+    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag))
 
 
 if __name__ == "__main__":

@@ -5,9 +5,7 @@ processes, variants timed in turn from CUDA graphs (NOTES_gemm.md session 28).
 
     python benchmarks/evict_probe.py
 """
-import os
-import subprocess
-import sys
+from alternate import run_alternating
 
 BUILDS = {"default_l2": ["-DFTG_STREAM_DEFAULT_L2"], "production": []}
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((11008, 4096), (14336, 4096), (8192, 4096), (4096, 4096))]
@@ -32,10 +30,7 @@ def main():
     from ftcompile.ops import cuda
     libs = {name: cuda.build_library("gemm", "ftcompile_gemm_l2probe_" + name, extra_cuda_cflags=flags)
             for name, flags in BUILDS.items()}
-    for rnd in range(2):  # each build twice, alternating: drift between processes shows
-        for name, path in libs.items():
-            env = dict(os.environ, FTCOMPILE_GEMM_LIB=path)
-            subprocess.run([sys.executable, "-c", CHILD % (SHAPES, f"{name}#{rnd}")], env=env, check=False)
+    run_alternating(libs, "FTCOMPILE_GEMM_LIB", lambda tag: CHILD % (SHAPES, tag))
 
 
 if __name__ == "__main__":

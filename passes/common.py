@@ -248,8 +248,6 @@ def repeated_kv(node: Any) -> Optional[Tuple[Node, List[Node]]]:
     return kv, [node, expand, unsq]
 
 
-
-
 def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
     """(k, v, enable_gqa, dead nodes): k and v before repeat_kv where both were repeated alike
     for q's heads (the attention then reads them with enable_gqa), else as given."""
