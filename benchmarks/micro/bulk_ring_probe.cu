@@ -1,0 +1,146 @@
+// Can a streaming CTA hold more of W in flight than its registers allow? Loads and fragment reads
+// only (no math). The streaming kernel (stream_gemm.cu) loads W straight into registers: 4 KB per
+// warp, 32-64 KB per SM, and a flat read needs ~128 KB per SM in flight to reach the copy rate
+// (stride_probe.cu, NOTES_gemm.md session 30). Here one producer warp fills a ring of S stages in
+// shared memory with 1-D bulk copies (cp.async.bulk: one per W row and stage, CHB contiguous bytes,
+// evict-first), and NWC consumer warps read their MMA fragments out of it (lane (g, c): 16 bytes of
+// row 8j + g at 16c of its 64-byte chunk, ld.shared.v4; rows padded by 64 bytes, conflict-free) and
+// release each stage. CTA = 64 W rows x a K range (K split over `split` CTAs), as stream_gemm.cu.
+// Build and run: nvcc -O3 -std=c++17 -arch=sm_90a -Icsrc/common -o /tmp/brp bulk_ring_probe.cu && /tmp/brp
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <vector>
+#include "sm90.cuh"
+
+using namespace sm90;
+
+__device__ __forceinline__ void bulk_load_hint(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                               uint64_t pol) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar), "l"(pol)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
+constexpr int ROWS = 64, MAXS = 16;
+
+template <int NWC, int CHB, int NPW>
+__global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* __restrict__ w, int N, int K, int split,
+                                                             int S, uint32_t* sink) {
+  constexpr int PITCH = CHB + 64, STAGE = ROWS * PITCH, CPS = CHB / 64;  // chunks of 32 k per stage
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t full[MAXS], empty[MAXS];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int tile = blockIdx.x / split, r = blockIdx.x % split;
+  const int nq = (K + 31) / 32, qb = (int)((int64_t)r * nq / split), qe = (int)((int64_t)(r + 1) * nq / split);
+  const int nstage = (qe - qb + CPS - 1) / CPS;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; ++i) { mbar_init(&full[i], NPW); mbar_init(&empty[i], NWC); }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  const uint32_t ring = smem_u32(smem);
+  if (warp >= NWC) {  // producers: warp p issues the copies of rows p, p + NPW, ... (one per lane and row)
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    const int p = warp - NWC, rows = min(ROWS, N - tile * ROWS);
+    int mine = 0;  // this warp's rows
+    for (int row = p; row < rows; row += NPW) ++mine;
+    for (int s = 0; s < nstage; ++s) {
+      const int slot = s % S;
+      if (s >= S) mbar_wait(&empty[slot], ((s / S) + 1) & 1);
+      const int q0 = qb + s * CPS, q1 = min(qe, q0 + CPS);
+      const int k0 = q0 * 32, k1 = min(K, q1 * 32);
+      const uint32_t bytes = (uint32_t)(k1 - k0) * 2;
+      if (lane == 0) mbar_expect_tx(&full[slot], bytes * mine);
+      __syncwarp();
+      for (int row = p + NPW * lane; row < rows; row += 32 * NPW)
+        bulk_load_hint(ring + slot * STAGE + row * PITCH, w + ((int64_t)tile * ROWS + row) * K + k0, bytes,
+                       smem_u32(&full[slot]), pol);
+    }
+    return;
+  }
+  uint32_t acc = 0;
+  for (int s = 0; s < nstage; ++s) {
+    const int slot = s % S;
+    mbar_wait(&full[slot], (s / S) & 1);
+    const int q0 = qb + s * CPS, nc = min(qe - q0, CPS);
+    for (int q = warp; q < nc; q += NWC) {
+      uint4 v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = lds128(ring + slot * STAGE + (8 * j + g) * PITCH + 64 * q + 16 * c);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc += fold(v[j]);
+    }
+    fence_proxy_async_smem();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[slot]);
+  }
+  if (acc == 0x12345678u) sink[0] = acc;
+}
+
+template <typename Launch>
+float time_us(Launch launch, int nbuf) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  for (int i = 0; i < 4; ++i) launch(i % nbuf);
+  const int iters = 60;
+  cudaEventRecord(a);
+  for (int i = 0; i < iters; ++i) launch(i % nbuf);
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a); cudaEventDestroy(b);
+  return 1000.f * ms / iters;
+}
+
+template <int NWC, int CHB, int NPW>
+void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t* sink, size_t bytes) {
+  constexpr int STAGE = ROWS * (CHB + 64);
+  const int smem = S * STAGE;
+  if (S > MAXS || smem > 227 * 1024) return;
+  cudaFuncSetAttribute(ring_kernel<NWC, CHB, NPW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  int per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring_kernel<NWC, CHB, NPW>, 32 * (NWC + NPW), smem);
+  const int grid = (N / ROWS) * split;
+  auto launch = [&](int i) { ring_kernel<NWC, CHB, NPW><<<grid, 32 * (NWC + NPW), smem>>>(bufs[i], N, K, split, S, sink); };
+  const float us = time_us(launch, (int)bufs.size());
+  cudaError_t e = cudaGetLastError();
+  printf("%5dx%-6d w%-2d p%d k%d ch%-4d s%-2d (%3d KB in flight/SM, %d CTA/SM, grid %d) %8.2f us %6.2f TB/s%s\n", N, K,
+         NWC, NPW, split, CHB, S, per_sm * smem / 1024, per_sm, grid, us, bytes / us / 1e6,
+         e == cudaSuccess ? "" : cudaGetErrorString(e));
+}
+
+int main() {
+  uint32_t* sink;
+  cudaMalloc(&sink, 4);
+  struct Shape { int N, K, split; };
+  const Shape shapes[] = {{11008, 4096, 1}, {14336, 4096, 1}, {8192, 4096, 1}, {4096, 4096, 2}, {4096, 4096, 1},
+                          {4096, 11008, 2}};
+  for (const Shape& sh : shapes) {
+    const size_t bytes = (size_t)sh.N * sh.K * 2;
+    std::vector<uint16_t*> bufs;
+    for (size_t tot = 0; tot < ((size_t)400 << 20) || bufs.size() < 2; tot += bytes) {
+      uint16_t* p; cudaMalloc(&p, bytes); cudaMemset(p, 1, bytes); bufs.push_back(p);
+    }
+    // ~100 KB per CTA (two per SM) and ~200 KB (one per SM); 1, 2 or 4 warps issuing the copies
+    run<8, 512, 1>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<8, 512, 2>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<8, 512, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<8, 512, 4>(bufs, sh.N, sh.K, sh.split, 6, sink, bytes);
+    run<8, 256, 4>(bufs, sh.N, sh.K, sh.split, 5, sink, bytes);
+    run<8, 256, 4>(bufs, sh.N, sh.K, sh.split, 10, sink, bytes);
+    run<8, 1024, 1>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<8, 1024, 2>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<8, 1024, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    run<16, 512, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    for (auto p : bufs) cudaFree(p);
+  }
+  cudaError_t e = cudaDeviceSynchronize();
+  printf("status: %s\n", cudaGetErrorString(e));
+  return e != cudaSuccess;
+}
