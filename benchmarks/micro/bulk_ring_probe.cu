@@ -6,6 +6,10 @@
 // evict-first), and NWC consumer warps read their MMA fragments out of it (lane (g, c): 16 bytes of
 // row 8j + g at 16c of its 64-byte chunk, ld.shared.v4; rows padded by 64 bytes, conflict-free) and
 // release each stage. CTA = 64 W rows x a K range (K split over `split` CTAs), as stream_gemm.cu.
+// NPW = 0: no producer warps; each consumer warp issues the copies of 64 / NWC rows of every stage
+// and refills a slot once every warp has read it (the layout of the ring kernel tried in
+// stream_gemm.cu, branch wip/stream-ring). `work`: a dependent chain of that many FMAs per chunk
+// after its reads, standing in for the MMAs and checks of the real kernel.
 // Build and run: nvcc -O3 -std=c++17 -arch=sm_90a -Icsrc/common -o /tmp/brp bulk_ring_probe.cu && /tmp/brp
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -29,7 +33,7 @@ constexpr int ROWS = 64, MAXS = 16;
 
 template <int NWC, int CHB, int NPW>
 __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* __restrict__ w, int N, int K, int split,
-                                                             int S, uint32_t* sink) {
+                                                             int S, int work, uint32_t* sink) {
   constexpr int PITCH = CHB + 64, STAGE = ROWS * PITCH, CPS = CHB / 64;  // chunks of 32 k per stage
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[MAXS], empty[MAXS];
@@ -38,14 +42,30 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
   const int nq = (K + 31) / 32, qb = (int)((int64_t)r * nq / split), qe = (int)((int64_t)(r + 1) * nq / split);
   const int nstage = (qe - qb + CPS - 1) / CPS;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < S; ++i) { mbar_init(&full[i], NPW); mbar_init(&empty[i], NWC); }
+    for (int i = 0; i < S; ++i) { mbar_init(&full[i], NPW ? NPW : NWC); mbar_init(&empty[i], NWC); }
     fence_barrier_init();
   }
   __syncthreads();
   const uint32_t ring = smem_u32(smem);
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  // NPW = 0: consumer warp w copies rows RPW w + lane (lane < RPW) of every stage
+  constexpr int RPW = ROWS / NWC;
+  const int rows_in = min(ROWS, N - tile * ROWS), crow = RPW * warp + lane;
+  const int nmine = max(0, min(RPW, rows_in - RPW * warp));
+  auto issue_own = [&](int s) {
+    const int slot = s % S, q0 = qb + s * CPS, q1 = min(qe, q0 + CPS);
+    const int k0 = q0 * 32, k1 = min(K, q1 * 32);
+    const uint32_t bytes = (uint32_t)(k1 - k0) * 2;
+    if (lane == 0) mbar_expect_tx(&full[slot], bytes * nmine);
+    __syncwarp();
+    if (lane < nmine)
+      bulk_load_hint(ring + slot * STAGE + crow * PITCH, w + ((int64_t)tile * ROWS + crow) * K + k0, bytes,
+                     smem_u32(&full[slot]), pol);
+  };
+  if (NPW == 0)
+    for (int s = 0; s < S && s < nstage; ++s) issue_own(s);
   if (warp >= NWC) {  // producers: warp p issues the copies of rows p, p + NPW, ... (one per lane and row)
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
     const int p = warp - NWC, rows = min(ROWS, N - tile * ROWS);
     int mine = 0;  // this warp's rows
     for (int row = p; row < rows; row += NPW) ++mine;
@@ -64,6 +84,7 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
     return;
   }
   uint32_t acc = 0;
+  float fa = 1.f;
   for (int s = 0; s < nstage; ++s) {
     const int slot = s % S;
     mbar_wait(&full[slot], (s / S) & 1);
@@ -78,8 +99,16 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
     fence_proxy_async_smem();
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[slot]);
+    if (NPW == 0 && s + S < nstage) {
+      mbar_wait(&empty[slot], (s / S) & 1);
+      issue_own(s + S);
+    }
+    // the chunk's work, after its stage is released and (NPW 0) refilled, as in the ring kernel
+    const float fb = __uint_as_float((acc & 0x007fffffu) | 0x3f800000u);
+    for (int q = warp; q < nc; q += NWC)
+      for (int f = 0; f < work; ++f) fa = fmaf(fa, fb, -0.5f);
   }
-  if (acc == 0x12345678u) sink[0] = acc;
+  if (acc == 0x12345678u || fa == 1234.5f) sink[0] = acc;
 }
 
 template <typename Launch>
@@ -99,7 +128,7 @@ float time_us(Launch launch, int nbuf) {
 }
 
 template <int NWC, int CHB, int NPW>
-void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t* sink, size_t bytes) {
+void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t* sink, size_t bytes, int work = 0) {
   constexpr int STAGE = ROWS * (CHB + 64);
   const int smem = S * STAGE;
   if (S > MAXS || smem > 227 * 1024) return;
@@ -107,11 +136,12 @@ void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t*
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring_kernel<NWC, CHB, NPW>, 32 * (NWC + NPW), smem);
   const int grid = (N / ROWS) * split;
-  auto launch = [&](int i) { ring_kernel<NWC, CHB, NPW><<<grid, 32 * (NWC + NPW), smem>>>(bufs[i], N, K, split, S, sink); };
+  auto launch = [&](int i) { ring_kernel<NWC, CHB, NPW><<<grid, 32 * (NWC + NPW), smem>>>(bufs[i], N, K, split, S, work,
+                                                                                       sink); };
   const float us = time_us(launch, (int)bufs.size());
   cudaError_t e = cudaGetLastError();
-  printf("%5dx%-6d w%-2d p%d k%d ch%-4d s%-2d (%3d KB in flight/SM, %d CTA/SM, grid %d) %8.2f us %6.2f TB/s%s\n", N, K,
-         NWC, NPW, split, CHB, S, per_sm * smem / 1024, per_sm, grid, us, bytes / us / 1e6,
+  printf("%5dx%-6d w%-2d p%d k%d ch%-4d s%-2d work %-4d (%3d KB in flight/SM, %d CTA/SM, grid %d) %8.2f us %6.2f TB/s%s\n",
+         N, K, NWC, NPW, split, CHB, S, work, per_sm * smem / 1024, per_sm, grid, us, bytes / us / 1e6,
          e == cudaSuccess ? "" : cudaGetErrorString(e));
 }
 
@@ -119,25 +149,20 @@ int main() {
   uint32_t* sink;
   cudaMalloc(&sink, 4);
   struct Shape { int N, K, split; };
-  const Shape shapes[] = {{11008, 4096, 1}, {14336, 4096, 1}, {8192, 4096, 1}, {4096, 4096, 2}, {4096, 4096, 1},
-                          {4096, 11008, 2}};
+  const Shape shapes[] = {{11008, 4096, 1}, {8192, 4096, 1}, {4096, 4096, 2}};
   for (const Shape& sh : shapes) {
     const size_t bytes = (size_t)sh.N * sh.K * 2;
     std::vector<uint16_t*> bufs;
     for (size_t tot = 0; tot < ((size_t)400 << 20) || bufs.size() < 2; tot += bytes) {
       uint16_t* p; cudaMalloc(&p, bytes); cudaMemset(p, 1, bytes); bufs.push_back(p);
     }
-    // ~100 KB per CTA (two per SM) and ~200 KB (one per SM); 1, 2 or 4 warps issuing the copies
-    run<8, 512, 1>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<8, 512, 2>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<8, 512, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<8, 512, 4>(bufs, sh.N, sh.K, sh.split, 6, sink, bytes);
-    run<8, 256, 4>(bufs, sh.N, sh.K, sh.split, 5, sink, bytes);
-    run<8, 256, 4>(bufs, sh.N, sh.K, sh.split, 10, sink, bytes);
-    run<8, 1024, 1>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<8, 1024, 2>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<8, 1024, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
-    run<16, 512, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes);
+    // 4 producer warps against copies issued by the consumers (NPW 0), with a stand-in for the
+    // kernel's work per chunk (a dependent FMA chain: 0, 150, 400 FMAs, ~4 cycles each)
+    for (int work : {0, 150, 400}) {
+      run<8, 512, 4>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes, work);
+      run<8, 512, 0>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes, work);
+      run<16, 1024, 0>(bufs, sh.N, sh.K, sh.split, 3, sink, bytes, work);
+    }
     for (auto p : bufs) cudaFree(p);
   }
   cudaError_t e = cudaDeviceSynchronize();
