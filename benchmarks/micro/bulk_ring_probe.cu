@@ -1,7 +1,7 @@
 // Can a streaming CTA hold more of W in flight than its registers allow? Loads and fragment reads
 // only (no math). The streaming kernel (stream_gemm.cu) loads W straight into registers: 4 KB per
 // warp, 32-64 KB per SM, and a flat read needs ~128 KB per SM in flight to reach the copy rate
-// (stride_probe.cu, NOTES_gemm.md session 30). Here one producer warp fills a ring of S stages in
+// (stride_probe.cu, NOTES_gemm.md session 30). Here NPW producer warps fill a ring of S stages in
 // shared memory with 1-D bulk copies (cp.async.bulk: one per W row and stage, CHB contiguous bytes,
 // evict-first), and NWC consumer warps read their MMA fragments out of it (lane (g, c): 16 bytes of
 // row 8j + g at 16c of its 64-byte chunk, ld.shared.v4; rows padded by 64 bytes, conflict-free) and
@@ -9,13 +9,16 @@
 // NPW = 0: no producer warps; each consumer warp issues the copies of 64 / NWC rows of every stage
 // and refills a slot once every warp has read it (the layout of the ring kernel tried in
 // stream_gemm.cu, branch wip/stream-ring). `work`: a dependent chain of that many FMAs per chunk
-// after its reads, standing in for the MMAs and checks of the real kernel.
-// Build and run: nvcc -O3 -std=c++17 -arch=sm_90a -Icsrc/common -o /tmp/brp bulk_ring_probe.cu && /tmp/brp
+// after its reads, standing in for the MMAs and checks of the real kernel. main() runs run 36f's
+// variants; runs 36b-c (1, 2, 4 producer warps, CHB 256-1024, 2-10 stages) called run() with others.
+// Build and run (repository root): nvcc -O3 -std=c++17 -arch=sm_90a -Icsrc/common -o /tmp/brp
+//   benchmarks/micro/bulk_ring_probe.cu && /tmp/brp
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <vector>
 #include "sm90.cuh"
+#include "timing.cuh"
 
 using namespace sm90;
 
@@ -49,19 +52,19 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
   const uint32_t ring = smem_u32(smem);
   uint64_t pol;
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  auto stage_k0 = [&](int s) { return (qb + s * CPS) * 32; };  // stage s: k in [stage_k0, +stage_bytes / 2)
+  auto stage_bytes = [&](int s) { return (uint32_t)(min(K, min(qe, qb + (s + 1) * CPS) * 32) - stage_k0(s)) * 2; };
   // NPW = 0: consumer warp w copies rows RPW w + lane (lane < RPW) of every stage
   constexpr int RPW = ROWS / NWC;
   const int rows_in = min(ROWS, N - tile * ROWS), crow = RPW * warp + lane;
   const int nmine = max(0, min(RPW, rows_in - RPW * warp));
   auto issue_own = [&](int s) {
-    const int slot = s % S, q0 = qb + s * CPS, q1 = min(qe, q0 + CPS);
-    const int k0 = q0 * 32, k1 = min(K, q1 * 32);
-    const uint32_t bytes = (uint32_t)(k1 - k0) * 2;
-    if (lane == 0) mbar_expect_tx(&full[slot], bytes * nmine);
+    const int slot = s % S;
+    if (lane == 0) mbar_expect_tx(&full[slot], stage_bytes(s) * nmine);
     __syncwarp();
     if (lane < nmine)
-      bulk_load_hint(ring + slot * STAGE + crow * PITCH, w + ((int64_t)tile * ROWS + crow) * K + k0, bytes,
-                     smem_u32(&full[slot]), pol);
+      bulk_load_hint(ring + slot * STAGE + crow * PITCH, w + ((int64_t)tile * ROWS + crow) * K + stage_k0(s),
+                     stage_bytes(s), smem_u32(&full[slot]), pol);
   };
   if (NPW == 0)
     for (int s = 0; s < S && s < nstage; ++s) issue_own(s);
@@ -72,14 +75,11 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
     for (int s = 0; s < nstage; ++s) {
       const int slot = s % S;
       if (s >= S) mbar_wait(&empty[slot], ((s / S) + 1) & 1);
-      const int q0 = qb + s * CPS, q1 = min(qe, q0 + CPS);
-      const int k0 = q0 * 32, k1 = min(K, q1 * 32);
-      const uint32_t bytes = (uint32_t)(k1 - k0) * 2;
-      if (lane == 0) mbar_expect_tx(&full[slot], bytes * mine);
+      if (lane == 0) mbar_expect_tx(&full[slot], stage_bytes(s) * mine);
       __syncwarp();
       for (int row = p + NPW * lane; row < rows; row += 32 * NPW)
-        bulk_load_hint(ring + slot * STAGE + row * PITCH, w + ((int64_t)tile * ROWS + row) * K + k0, bytes,
-                       smem_u32(&full[slot]), pol);
+        bulk_load_hint(ring + slot * STAGE + row * PITCH, w + ((int64_t)tile * ROWS + row) * K + stage_k0(s),
+                       stage_bytes(s), smem_u32(&full[slot]), pol);
     }
     return;
   }
@@ -111,22 +111,6 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
   if (acc == 0x12345678u || fa == 1234.5f) sink[0] = acc;
 }
 
-template <typename Launch>
-float time_us(Launch launch, int nbuf) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
-  for (int i = 0; i < 4; ++i) launch(i % nbuf);
-  const int iters = 60;
-  cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) launch(i % nbuf);
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a); cudaEventDestroy(b);
-  return 1000.f * ms / iters;
-}
-
 template <int NWC, int CHB, int NPW>
 void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t* sink, size_t bytes, int work = 0) {
   constexpr int STAGE = ROWS * (CHB + 64);
@@ -140,7 +124,7 @@ void run(std::vector<uint16_t*>& bufs, int N, int K, int split, int S, uint32_t*
                                                                                        sink); };
   const float us = time_us(launch, (int)bufs.size());
   cudaError_t e = cudaGetLastError();
-  printf("%5dx%-6d w%-2d p%d k%d ch%-4d s%-2d work %-4d (%3d KB in flight/SM, %d CTA/SM, grid %d) %8.2f us %6.2f TB/s%s\n",
+  printf("%5dx%-6d w%-2d p%d k%d ch%-4d s%-2d work %-4d (%3d KB of ring/SM, %d CTA/SM, grid %d) %8.2f us %6.2f TB/s%s\n",
          N, K, NWC, NPW, split, CHB, S, work, per_sm * smem / 1024, per_sm, grid, us, bytes / us / 1e6,
          e == cudaSuccess ? "" : cudaGetErrorString(e));
 }

@@ -7,11 +7,12 @@
 //   pad: the row stride is K + 64 elements instead of K (rows no longer a power of two apart).
 // If 11008x4096 (8 KB rows) streams slower than 4096x11008 (22 KB rows) for want of either, one of
 // them is what the kernel lacks (NOTES_gemm.md, session 30).
-// Build and run: nvcc -O3 -arch=sm_90a -o /tmp/sp2 stride_probe.cu && /tmp/sp2
+// Build and run: nvcc -O3 -arch=sm_90a -o /tmp/sp2 benchmarks/micro/stride_probe.cu && /tmp/sp2
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <vector>
+#include "timing.cuh"
 
 __device__ __forceinline__ uint4 ld(const void* p, uint64_t pol) {
   uint4 v;
@@ -68,22 +69,6 @@ __global__ void __launch_bounds__(256) linear_kernel(const uint4* __restrict__ v
     for (int j = 0; j < 8; ++j) acc += fold(v[j]);
   }
   if (acc == 0x12345678u) sink[0] = acc;
-}
-
-template <typename Launch>
-float time_us(Launch launch, int nbuf) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
-  for (int i = 0; i < 4; ++i) launch(i % nbuf);
-  const int iters = 60;
-  cudaEventRecord(a);
-  for (int i = 0; i < iters; ++i) launch(i % nbuf);
-  cudaEventRecord(b);
-  cudaEventSynchronize(b);
-  float ms;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a); cudaEventDestroy(b);
-  return 1000.f * ms / iters;
 }
 
 int main() {
