@@ -39,20 +39,14 @@ for h, d, s, causal in %r:
 '''
 
 
-def build(name, flags, root=None):
-    from ftcompile.ops import cuda
-    return cuda.build_library("attention", "ftcompile_efta_ab_" + name, root=root,
-                              extra_cuda_cflags=[*flags, "-Xcompiler", "-fvisibility=hidden"],
-                              extra_cflags=["-fvisibility=hidden"])
-
-
 def main():
     from concurrent.futures import ThreadPoolExecutor
+    from ftcompile.ops.cuda_attention import build
     base = os.environ.get("ATTN_AB_BASE")
     with ThreadPoolExecutor(4) as ex:
-        futs = {name: ex.submit(build, name, flags) for name, flags in BUILDS.items()}
+        futs = {name: ex.submit(build, "ftcompile_efta_ab_" + name, flags) for name, flags in BUILDS.items()}
         if base:
-            futs["base"] = ex.submit(build, "base", [], base)
+            futs["base"] = ex.submit(build, "ftcompile_efta_ab_base", [], base)
         libs = {name: f.result() for name, f in futs.items()}
     order = (["base"] if base else []) + list(BUILDS)
     run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag))

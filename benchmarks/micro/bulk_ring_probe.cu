@@ -54,32 +54,29 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
   asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
   auto stage_k0 = [&](int s) { return (qb + s * CPS) * 32; };  // stage s: k in [stage_k0, +stage_bytes / 2)
   auto stage_bytes = [&](int s) { return (uint32_t)(min(K, min(qe, qb + (s + 1) * CPS) * 32) - stage_k0(s)) * 2; };
-  // NPW = 0: consumer warp w copies rows RPW w + lane (lane < RPW) of every stage
-  constexpr int RPW = ROWS / NWC;
-  const int rows_in = min(ROWS, N - tile * ROWS), crow = RPW * warp + lane;
-  const int nmine = max(0, min(RPW, rows_in - RPW * warp));
-  auto issue_own = [&](int s) {
+  // The copies of stage s for `count` rows row0, row0 + step, ... (lane l: the l-th, l + 32-th, ...),
+  // announced on the stage's full barrier by lane 0.
+  const int rows = min(ROWS, N - tile * ROWS);
+  auto issue = [&](int s, int row0, int step, int count) {
     const int slot = s % S;
-    if (lane == 0) mbar_expect_tx(&full[slot], stage_bytes(s) * nmine);
+    if (lane == 0) mbar_expect_tx(&full[slot], stage_bytes(s) * count);
     __syncwarp();
-    if (lane < nmine)
-      bulk_load_hint(ring + slot * STAGE + crow * PITCH, w + ((int64_t)tile * ROWS + crow) * K + stage_k0(s),
+    for (int i = lane; i < count; i += 32) {
+      const int row = row0 + step * i;
+      bulk_load_hint(ring + slot * STAGE + row * PITCH, w + ((int64_t)tile * ROWS + row) * K + stage_k0(s),
                      stage_bytes(s), smem_u32(&full[slot]), pol);
+    }
   };
-  if (NPW == 0)
-    for (int s = 0; s < S && s < nstage; ++s) issue_own(s);
-  if (warp >= NWC) {  // producers: warp p issues the copies of rows p, p + NPW, ... (one per lane and row)
-    const int p = warp - NWC, rows = min(ROWS, N - tile * ROWS);
-    int mine = 0;  // this warp's rows
-    for (int row = p; row < rows; row += NPW) ++mine;
+  // NPW = 0: consumer warp w copies rows RPW w ... RPW w + RPW - 1 of every stage.
+  constexpr int RPW = ROWS / NWC;
+  const int nmine = max(0, min(RPW, rows - RPW * warp));
+  if constexpr (NPW == 0) {
+    for (int s = 0; s < S && s < nstage; ++s) issue(s, RPW * warp, 1, nmine);
+  } else if (warp >= NWC) {  // producers: warp p issues the copies of rows p, p + NPW, ...
+    const int p = warp - NWC, mine = rows > p ? (rows - p + NPW - 1) / NPW : 0;
     for (int s = 0; s < nstage; ++s) {
-      const int slot = s % S;
-      if (s >= S) mbar_wait(&empty[slot], ((s / S) + 1) & 1);
-      if (lane == 0) mbar_expect_tx(&full[slot], stage_bytes(s) * mine);
-      __syncwarp();
-      for (int row = p + NPW * lane; row < rows; row += 32 * NPW)
-        bulk_load_hint(ring + slot * STAGE + row * PITCH, w + ((int64_t)tile * ROWS + row) * K + stage_k0(s),
-                       stage_bytes(s), smem_u32(&full[slot]), pol);
+      if (s >= S) mbar_wait(&empty[s % S], ((s / S) + 1) & 1);
+      issue(s, p, NPW, mine);
     }
     return;
   }
@@ -101,7 +98,7 @@ __global__ void __launch_bounds__(32 * (NWC + NPW)) ring_kernel(const uint16_t* 
     if (lane == 0) mbar_arrive(&empty[slot]);
     if (NPW == 0 && s + S < nstage) {
       mbar_wait(&empty[slot], (s / S) & 1);
-      issue_own(s + S);
+      issue(s + S, RPW * warp, 1, nmine);
     }
     // the chunk's work, after its stage is released and (NPW 0) refilled, as in the ring kernel
     const float fb = __uint_as_float((acc & 0x007fffffu) | 0x3f800000u);

@@ -88,18 +88,25 @@ _device_buffers: Dict[torch.device, Dict[str, torch.Tensor]] = {}
 _debug = False
 
 
+def build(name: str, flags=(), root=None) -> str:
+    """Compile the attention kernels as library `name` (extra nvcc `flags`; `root`: another source
+    tree, see cuda.build_library); returns its path. Hidden visibility: each build's template
+    instantiations stay its own (two builds in one process, e.g. a measurement build or an A/B
+    probe's, must not bind to each other's kernels)."""
+    return cuda.build_library("attention", name, root=root,
+                              extra_cuda_cflags=[*flags, "-Xcompiler", "-fvisibility=hidden"],
+                              extra_cflags=["-fvisibility=hidden"],
+                              verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
+
+
 @functools.lru_cache(maxsize=None)
 def library(ablate: int = 0) -> ctypes.CDLL:
     """Build (once per process, cached on disk) and load the kernels; raises where impossible.
     ``ablate`` > 0: a measurement build with protection steps removed (EFTA_ABLATE, see the kernel)."""
     if not torch.cuda.is_available():
         raise RuntimeError("ftcompile attention kernel: no CUDA device")
-    # hidden visibility: each build's template instantiations stay its own (two builds in one
-    # process, e.g. a measurement build, must not bind to each other's kernels)
-    path = (not ablate and os.environ.get("FTCOMPILE_ATTN_LIB")) or cuda.build_library(
-        "attention", "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""),
-        extra_cuda_cflags=[f"-DEFTA_ABLATE={int(ablate)}", "-Xcompiler", "-fvisibility=hidden"],
-        extra_cflags=["-fvisibility=hidden"], verbose=os.environ.get("FTCOMPILE_VERBOSE_BUILD") == "1")
+    path = (not ablate and os.environ.get("FTCOMPILE_ATTN_LIB")) or build(
+        "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""), [f"-DEFTA_ABLATE={int(ablate)}"])
     lib = ctypes.CDLL(path)
     lib.efta_attention_forward.argtypes = [ctypes.POINTER(_HostArgs)]
     lib.efta_attention_forward.restype = ctypes.c_int
