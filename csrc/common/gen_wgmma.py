@@ -4,14 +4,16 @@ element type and shape. Run: python csrc/common/gen_wgmma.py
 
   ss: A and B from shared memory (descriptors, both K-major)       - GEMM mainloop, attention S = Q K^T
   rs: A from registers (4 x 16-bit pairs), B from shared memory;    - attention O += P V (B N-major:
-      tnsp = 1 reads B N-major (V as stored), 0 K-major               V as stored)
+      tnsp = 1 reads B N-major (V as stored), 0 K-major               V as stored); the tile-local
+                                                                      check's GEMM mainloop (x's
+                                                                      range from its A fragments)
   rs_cs: rs, N-major, whose last 8 columns accumulate into a         - attention [O | O^c] += P [V | V^c]
       second array (the checksum columns: O^c apart from O)            in one wgmma (protected)
 """
 from pathlib import Path
 
 SS = (256, 200, 192, 136, 128, 72, 64)  # gemm tiles (128x256, 128x192, 128x128; +8 tile checksum columns: 200, 136); attention S (+ 8 checksum columns) / S unprotected
-RS = ((64, 1), (128, 1))  # (N, tnsp): attention O at d=64, d=128
+RS = ((64, 1), (128, 1), (200, 0), (192, 0), (136, 0), (128, 0))  # (N, tnsp): attention O at d=64, d=128; tile-check GEMM tiles (K-major W)
 RS_CS = (72, 136)         # attention O and its 8 checksum columns at d=64, d=128
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
 

@@ -23,8 +23,9 @@
 // sum and position-weighted sum, each split hi/mid/lo into three 16-bit rows for fp32 accuracy,
 // and a row of ones), loaded right behind the tile's W rows, so one m64n(BN+8)k16 wgmma per k16
 // computes the tile and x . checksums (+4.2 % / +6.3 % tensor work) on fp32 accumulators. The
-// consumers take max / min of their x rows from the A tiles on every k-step (ALU, free beside the
-// wgmmas: NOTES_gemm.md run 18a). The epilogue compares each row's output sum over the tile with
+// consumers take A through ldmatrix into registers and issue the wgmma with A from registers, and
+// take x's max / min per row from those fragments (FragRange): no shared-memory read beyond the one
+// the wgmma makes (NOTES_gemm.md, session 31). The epilogue compares each row's output sum over the tile with
 // its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
 // in shared memory, and after its last tile the warp locates the fault by the weighted sum,
 // recomputes the element, rechecks and stores it (NOTES_gemm.md, runs 24-25).
@@ -121,12 +122,6 @@ static_assert(sizeof(TileFix) <= sizeof(FixJob), "TileFix shares FixJob's room")
 constexpr int FIX_CAP = 32, FIX_WARP = FIX_CAP / 8;
 // The consumers' two warpgroups correct (named barrier 1); the verifier warps hand them the rows.
 constexpr int FIX_THREADS = 256, FIX_WARPS = FIX_THREADS / 32, FIX_BAR = 1, VERIFIER_WARPS = 3;
-// The tile-local check: x's range per row is taken by warps 1-2 of the producer warpgroup (idle
-// there), 64 rows each, from the ring's A tiles, so the consumers' k-loop is the unprotected one's
-// (NOTES_gemm.md, run 31: the same reads cost the same shared-memory bandwidth wherever they are
-// issued; three warps, or (row, half) pairs a lane, measured slower).
-constexpr int XR_WARPS = 2;
-static_assert(BM == 64 * XR_WARPS, "an x-range warp's lanes take rows r and r + 32 of its 64");
 
 struct Smem {
   uint64_t full[STAGES_MAX], empty[STAGES_MAX];
@@ -144,9 +139,6 @@ struct Smem {
   int last[2];                     // by tile parity: this CTA took the M-tile's last ticket
   int pos[FIX_WARPS];              // the correction's located positions, per warp
   double red[FIX_WARPS];           // the correction's group sums, per warp
-  float xr[2][2][BM];              // tile-local check: [tile parity][max, min][row] of x over K
-  uint32_t xq[2][2][BM];           // tile-local check: [unit parity][max, min][row] of x over a unit's K (packed)
-  uint64_t xq_full[2], xq_empty[2];  // x-range warps -> consumers: xq[parity] written / read
   int bad;                         // tile-local check: a row with non-finite inputs (reported once per CTA)
 };
 // The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
@@ -237,9 +229,8 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) 
 }
 
 // Max and min of one row of x over K, from the A tiles in shared memory while the wgmmas run:
-// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step. The tile-local check's x-range
-// warps take it on every k-step (sum x and the dots come from its checksum columns); XStats, the
-// consumers' for the row check, adds that check's sums.
+// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step (the row check's statistics
+// k-steps: XStats adds that check's sums).
 template <typename T>
 struct XRange {
   uint32_t mx, mn;  // packed pairs
@@ -272,11 +263,47 @@ struct XRange {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
     n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
   }
-  // ... into xr[max / min][row], for the epilogue's threads (the tile-local check).
-  __device__ void publish(float (*xr)[BM]) const {
-    float x, n;
-    joined(x, n);
-    if (half == 0) { xr[0][row] = x; xr[1][row] = n; }
+};
+
+// The tile-local check's x range, from the consumers' own A fragments (mainloop_local): a thread
+// holds rows g = lane / 4 and g + 8 of its warp's 16 and, of each k16, columns 2 q, 2 q + 1 and
+// 2 q + 8, 2 q + 9 (q = lane % 4): the wgmma A layout, as ldmatrix.x4 loads it.
+template <typename T>
+struct FragRange {
+  uint32_t mx[2], mn[2];  // packed pairs, rows g and g + 8
+
+  __device__ void reset() { mx[0] = mx[1] = kNegInf2<T>; mn[0] = mn[1] = kPosInf2<T>; }
+  // One k-step's fragments. rem: K left from the k-step's start; columns at or past it (the TMA's
+  // zero fill on K's last k-step) count as columns 2 q, 2 q + 1 of k16 0 instead, inside K on every
+  // k-step (K % 8 == 0). Selects, not a branch: the wgmmas of the step are in flight.
+  __device__ __forceinline__ void step(const uint32_t (&a)[BK / 16][4], int64_t rem, int q) {
+    const int r = rem < BK ? (int)rem : BK;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const bool lo = 16 * kk + 2 * q < r, hi = 16 * kk + 2 * q + 8 < r;
+      const uint32_t g0 = lo ? a[kk][0] : a[0][0], g1 = lo ? a[kk][1] : a[0][1];
+      const uint32_t h0 = hi ? a[kk][2] : a[0][0], h1 = hi ? a[kk][3] : a[0][1];
+      mx[0] = hmax2<T>(mx[0], hmax2<T>(g0, h0)); mn[0] = hmin2<T>(mn[0], hmin2<T>(g0, h0));
+      mx[1] = hmax2<T>(mx[1], hmax2<T>(g1, h1)); mn[1] = hmin2<T>(mn[1], hmin2<T>(g1, h1));
+    }
+  }
+  // Another split's range of the same rows (split K), as stored: max g, min g, max g + 8, min g + 8.
+  __device__ void fold(const float4& o) {
+    mx[0] = hmax2<T>(mx[0], __float_as_uint(o.x)); mn[0] = hmin2<T>(mn[0], __float_as_uint(o.y));
+    mx[1] = hmax2<T>(mx[1], __float_as_uint(o.z)); mn[1] = hmin2<T>(mn[1], __float_as_uint(o.w));
+  }
+  __device__ float4 stored() const {
+    return make_float4(__uint_as_float(mx[0]), __uint_as_float(mn[0]), __uint_as_float(mx[1]), __uint_as_float(mn[1]));
+  }
+  // Row g + 8 h's max and min over K: both halves of the pairs, then the quad's four threads.
+  __device__ void joined(int h, float& x, float& n) const {
+    const float2 a = Elem<T>::unpack(h ? mx[1] : mx[0]), b = Elem<T>::unpack(h ? mn[1] : mn[0]);
+    x = fmaxf(a.x, a.y); n = fminf(b.x, b.y);
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+      n = fminf(n, __shfl_xor_sync(0xffffffffu, n, o));
+    }
   }
 };
 
@@ -329,13 +356,12 @@ struct XStats : XRange<T> {
 
 // The pipelined k-loop of one consumer warpgroup over the nk k-steps of a tile; with PROTECT the
 // x statistics of the k-steps ks = stats_nt (mod tn_n) are taken while the wgmmas run (a counter,
-// not a modulo: the integer division sat between the stage's arrival and the wgmma issue). LOCAL:
-// the wgmma covers the tile's checksum rows too, and x's range is taken on every k-step.
-template <typename T, bool PROTECT, int BN, bool CLUSTER, bool LOCAL>
+// not a modulo: the integer division sat between the stage's arrival and the wgmma issue).
+template <typename T, bool PROTECT, int BN, bool CLUSTER>
 __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
                                          int lane, uint32_t rank, XStats<T>& xs, int stats_ks,
                                          int tn_n, int64_t K) {
-  using TL = Tiles<BN, LOCAL>;
+  using TL = Tiles<BN, false>;
   const int nk = ke - kb;
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % TL::STAGES;
@@ -344,13 +370,11 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     const uint64_t da = desc_k_sw128(smem_u32(stage) + wgc * 64 * 128), db = desc_k_sw128(smem_u32(stage + A_BYTES));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk)
-      wgmma_ss<T, (FTG_ABLATE & 16) ? BN : TL::NW>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc, da + 2 * kk, db + 2 * kk, (ks - kb | kk) != 0);
     wgmma_commit();
     // The statistics read the slot through the generic proxy: fenced before its release
-    // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it. (LOCAL: x's
-    // range is taken by the x-range warps.)
-    if constexpr (PROTECT && !LOCAL && !(FTG_ABLATE & 2)) {
+    // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it.
+    if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
         xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
         fence_proxy_async_smem();
@@ -358,14 +382,61 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
       }
     }
     wgmma_wait<1>();
-    if constexpr (PROTECT && !LOCAL) __syncwarp();
+    if constexpr (PROTECT) __syncwarp();
     if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
   }
   // The last stage is released once its wgmma retired. The wait is unconditional: under a branch
   // (nk > 0) ptxas serialises every wgmma of the loop once the statistics share it (C7518).
   wgmma_wait<0>();
-  if constexpr (PROTECT && !LOCAL) __syncwarp();
+  if constexpr (PROTECT) __syncwarp();
   if (nk > 0 && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
+}
+
+// The tile-local check's k-loop: the wgmma covers the tile's checksum rows too (N = BN + 8), and A
+// comes through ldmatrix into registers (the wgmma's A from registers), where FragRange takes x's
+// range: x is read from shared memory once, as in the unprotected kernel. (Warps of the producer
+// warpgroup reading the A tiles for the range cost 1-10 %: NOTES_gemm.md, run 31b.) The k-steps go in
+// pairs with two fragment buffers, so a step's loads do not overwrite the registers its predecessor's
+// wgmmas, still in flight, read. ldmatrix reads a slot through the generic proxy: fenced before its
+// release, and the warp's lanes meet before lane 0 releases it.
+template <typename T, int BN, bool CLUSTER>
+__device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
+                                               int wi, int lane, uint32_t rank, FragRange<T>& fr, int64_t K) {
+  using TL = Tiles<BN, true>;
+  constexpr int N = (FTG_ABLATE & 16) ? BN : TL::NW;
+  const int r8 = lane & 7, q = lane & 3;
+  // This lane's ldmatrix address in a stage: matrices 0 / 1 are rows 0-7 / 8-15 of the warp's 16 at
+  // chunk 2 kk, 2 / 3 the same rows one chunk on. 128-byte swizzle: chunk c of row r sits at chunk
+  // c ^ (r % 8); 2 kk + (lane >> 4) = 2 kk | (lane >> 4), so k16 kk's address is k16 0's ^ 32 kk.
+  const uint32_t a_lane = (uint32_t)(wgc * 64 + wi * 16 + r8 + 8 * ((lane >> 3) & 1)) * 128 + (((lane >> 4) ^ r8) << 4);
+  auto step = [&](int ks, uint32_t (&a)[BK / 16][4]) {
+    const int slot = it % TL::STAGES;
+    mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
+    const uint32_t stage = smem_u32(base + slot * TL::STAGE_BYTES);
+    const uint64_t db = desc_k_sw128(stage + A_BYTES);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) ldsm_x4(a[kk], (stage + a_lane) ^ (32 * kk));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) wgmma_rs<T, N, 0>(acc, a[kk], db + 2 * kk);
+    wgmma_commit();
+    fence_proxy_async_smem();
+    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, K - (int64_t)ks * BK, q);
+    wgmma_wait<1>();
+    __syncwarp();
+    if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
+    ++it;
+  };
+  uint32_t a0[BK / 16][4], a1[BK / 16][4];
+  int ks = kb;
+  for (; ks + 1 < ke; ks += 2) {
+    step(ks, a0);
+    step(ks + 1, a1);
+  }
+  if (ks < ke) step(ks, a0);
+  wgmma_wait<0>();
+  __syncwarp();
+  if (ke > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 
 // A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
@@ -712,14 +783,15 @@ struct TileTerms {
 // the tile (s1, and s2 weighted by position / W_DEN, quad-reduced) against the checksum columns
 // (cs: the last n8 block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
 // (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
-// weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range. Flagged
+// weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range (xmx, xmn:
+// rows r_lo, r_hi). Flagged
 // rows are counted by lane 0 and, under the policies that correct, listed (the warp's `list`,
 // `nfix` rows so far) for the warp's correction after the tile loop (fix_tile_rows); rows with
 // non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
-__device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (*xr)[BM], Smem& sm,
-                                                const TileCoord& c, int64_t M, int tn_n, int64_t row_w,
-                                                int lane, int lrow_w, float s1a, float s1b, float s2a, float s2b,
+__device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (&xmx)[2],
+                                                const float (&xmn)[2], Smem& sm, const TileCoord& c, int64_t M,
+                                                int tn_n, int64_t row_w, int lane, float s1a, float s1b, float s2a, float s2b,
                                                 const TileTerms& tt, TileFix* list, int& nfix) {
   const int q = lane % 4;
   float c1a = q == 0 ? cs[0] + cs[1] : (q == 1 ? cs[0] : 0.f), c1b = q == 0 ? cs[2] + cs[3] : (q == 1 ? cs[2] : 0.f);
@@ -734,10 +806,9 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
   const int64_t n0 = (int64_t)c.nt * BN;
   // one row: its check (c1, c2 scaled back, the bias's tile sums in), threshold and verdict
   auto row_check = [&](int h, float s1, float& c1, float& c2, float sx, float& d1, float& thr) {
-    const int lr = lrow_w + lane / 4 + 8 * h;
     c1 = fmaf(c1, args.lscale_inv, tt.btile.x);
     c2 = fmaf(c2, args.lscale_inv, tt.btile.y);
-    const float mu = sx * tt.inv_k, mx = xr[0][lr], mn = xr[1][lr];
+    const float mu = sx * tt.inv_k, mx = xmx[h], mn = xmn[h];
     const float var = fmaxf(0.f, (mx - mu) * (mu - mn));
     thr = vabft_threshold(mu, var, (float)BN, tt.wst, args.e, args.c_sigma) + tt.bias_thr;
     d1 = s1 - c1;
@@ -814,13 +885,11 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   const int tid = threadIdx.x, wg = tid / 128;
   if (tid == 0) {
-    // a slot is released by the consumer warps of the cluster (and, tile-local check, this CTA's
-    // x-range warps: they read only its A tile, which only this CTA's producer refills)
+    // a slot is released by the consumer warps of the cluster
     for (int s = 0; s < TL::STAGES; ++s) {
       mbar_init(&sm.full[s], 1);
-      mbar_init(&sm.empty[s], 8 * args.cluster + (PROTECT && LOCAL ? XR_WARPS : 0));
+      mbar_init(&sm.empty[s], 8 * args.cluster);
     }
-    for (int p = 0; p < 2; ++p) { mbar_init(&sm.xq_full[p], 32 * XR_WARPS); mbar_init(&sm.xq_empty[p], 256); }
     mbar_init(&sm.epi_full, 256);  // every consumer thread: its stores and atomics are out
     mbar_init(&sm.epi_empty, 1);   // the verifier has taken the tile's ticket
     sm.nfix = 0;
@@ -846,7 +915,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     // Register split: 72 for the producer/verifier warpgroup (at 56 the verifier spilled its
     // loop's values), 216 for the consumers (one value spilled per tile; at 208 ten). Keep slack
     // in the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
+    // The tile-local check: WG0 only issues the loads (40), the consumers hold two A fragments (232).
+    if constexpr (LOCAL) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
     const Grid g(args, opaque_zero(), BN);
     const int warp = tid / 32, lane = tid % 32;
     if (warp == 0) {
@@ -929,62 +1000,21 @@ __global__ void __launch_bounds__(THREADS, 1)
       __syncwarp();
       if (lane == 0) red_add_release_cta(&sm.fix_done, 1);
       if (tid == 32) fix_stamp(args, 5);
-    } else if (PROTECT && LOCAL && warp <= XR_WARPS) {  // ------------- x-range warps (1-2)
-      // Rows r0 and r0 + 32 of the tile, both halves of each (XRange's 4 chunks a half), over each
-      // unit's k-steps, read from the A tile as the consumers' wgmmas read it; the slot is
-      // released as the consumers release it (fence, warp barrier, lane 0's arrive).
-      const int r0 = (warp - 1) * 64 + lane;
-      XRange<T> xa[2][2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) { xa[i][h].row = r0 + 32 * i; xa[i][h].half = h; }
-      int it = 0, u = 0;
-      for (int t = g.cid; t < g.total; t += g.ncl, ++u) {
-        const TileCoord c = g.tile(t);
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) xa[i][h].reset();
-        for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
-          const int slot = it % TL::STAGES;
-          mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
-          const uint32_t a_tile = smem_u32(base + slot * TL::STAGE_BYTES);
-          if (!(FTG_ABLATE & 2)) {
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-#pragma unroll
-              for (int h = 0; h < 2; ++h) xa[i][h].step(a_tile, (int64_t)ks * BK, g.K);
-          }
-          fence_proxy_async_smem();
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&sm.empty[slot]);
-        }
-        // the unit's range to the consumers (by parity, once they have read the one before)
-        const int p = u & 1;
-        mbar_wait(&sm.xq_empty[p], ((u >> 1) & 1) ^ 1);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          sm.xq[p][0][r0 + 32 * i] = hmax2<T>(xa[i][0].mx, xa[i][1].mx);
-          sm.xq[p][1][r0 + 32 * i] = hmin2<T>(xa[i][0].mn, xa[i][1].mn);
-        }
-        mbar_arrive(&sm.xq_full[p]);
-      }
     }
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
+  if constexpr (LOCAL) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
   const Grid g(args, opaque_zero(), BN);
   const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
   const int wgc = warp / 4 - 1, wi = warp % 4, ct = ctid - 128;
   uint8_t* stg = staging + (wgc * 4 + wi) * STG_WARP;
   float acc[TL::NW / 2];
   XStats<T> xs;
-  XRange<T> xrg;
-  xs.row = xrg.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
-  xs.half = xrg.half = ct & 1;
+  FragRange<T> fr;  // tile-local check: x's range of this thread's rows
+  xs.row = ct / 2;  // rows 0-63 in WG1, 64-127 in WG2 (the rows of its wgmmas)
+  xs.half = ct & 1;
   int it = 0, seq = -1;  // seq: this CTA's count of tiles handed over (the hand-over barriers' phase)
-  int xu = 0;  // tile-local check: units whose x range was taken (the xq barriers' phase)
   int nfix = 0;  // tile-local check: rows this warp flagged (listed for its correction after the loop)
   // This thread's x statistics of unit c into the workspace, where the unit took some.
   auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
@@ -998,20 +1028,18 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int r = 0; r < TL::NW / 2; ++r) acc[r] = 0.f;
     if constexpr (PROTECT && !LOCAL) xs.reset();
+    if constexpr (LOCAL) fr.reset();
     // This tile's bias, one column per consumer thread (those past BN: unused), loaded now, used a
     // mainloop later (a load per output pair in the epilogue waited its whole latency there).
     const float bias_v = args.bias ? bias_at<T>(args, (int64_t)c.nt * BN + ct) : 0.f;
     const TileTerms tt = LOCAL ? TileTerms(args, c, g.K) : TileTerms();
     const int stats_ks = g.first_stats_ks(c);
-    if (g.cl > 1) mainloop<T, PROTECT, BN, true, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
-    else mainloop<T, PROTECT, BN, false, LOCAL>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
-    if constexpr (PROTECT && LOCAL) {  // this unit's x range, from the x-range warps
-      const int p = xu & 1;
-      mbar_wait(&sm.xq_full[p], (xu >> 1) & 1);
-      xrg.mx = sm.xq[p][0][xrg.row];
-      xrg.mn = sm.xq[p][1][xrg.row];
-      mbar_arrive(&sm.xq_empty[p]);
-      ++xu;
+    if constexpr (LOCAL) {
+      if (g.cl > 1) mainloop_local<T, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr, g.K);
+      else mainloop_local<T, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr, g.K);
+    } else {
+      if (g.cl > 1) mainloop<T, PROTECT, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
+      else mainloop<T, PROTECT, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
     }
     if (g.splits > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
@@ -1025,8 +1053,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < TL::NW / 8; ++i)
           __stcg(dst + i * 256 + ct, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-        if constexpr (PROTECT && LOCAL)  // x's range over this split's K, after the checksum columns
-          __stcg(dst + TL::NW / 8 * 256 + ct, make_float4(__uint_as_float(xrg.mx), __uint_as_float(xrg.mn), 0.f, 0.f));
+        if constexpr (LOCAL)  // x's range over this split's K, after the checksum columns
+          __stcg(dst + TL::NW / 8 * 256 + ct, fr.stored());
         else if constexpr (PROTECT) flush_stats(c, stats_ks, Ws(args.ws, args.ws_rows + opaque_zero()));
         named_bar_sync(1, 256);  // every consumer's partial and statistics are out (CTA scope)
         if (ct == 0) {
@@ -1047,17 +1075,10 @@ __global__ void __launch_bounds__(THREADS, 1)
           const float4 v = __ldcg(src + i * 256 + ct);
           acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
         }
-        if constexpr (PROTECT && LOCAL) {
-          const float4 v = __ldcg(src + TL::NW / 8 * 256 + ct);
-          xrg.fold(__float_as_uint(v.x), __float_as_uint(v.y));
-        }
+        if constexpr (LOCAL) fr.fold(__ldcg(src + TL::NW / 8 * 256 + ct));
       }
     }
     ++seq;
-    if constexpr (PROTECT && LOCAL) {  // x's range per row, for the epilogue's threads (by tile parity)
-      xrg.publish(sm.xr[seq & 1]);
-      named_bar_sync(4 + wgc, 128);
-    }
 
     // ---------------------------------------------------------- epilogue
     const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
@@ -1138,8 +1159,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       if constexpr (LOCAL) {
         if (FTG_ABLATE & 1) continue;
-        check_tile_rows<T, BN>(args, acc + BN / 2, sm.xr[seq & 1], sm, c, g.M, g.tn_n, row_w, lane, wgc * 64 + wi * 16,
-                               s1a, s1b, s2a, s2b, tt, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix);
+        float xmx[2], xmn[2];
+        fr.joined(0, xmx[0], xmn[0]);
+        fr.joined(1, xmx[1], xmn[1]);
+        check_tile_rows<T, BN>(args, acc + BN / 2, xmx, xmn, sm, c, g.M, g.tn_n, row_w, lane, s1a, s1b, s2a, s2b, tt,
+                               sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix);
         continue;
       }
       // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
