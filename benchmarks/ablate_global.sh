@@ -8,7 +8,8 @@
 # builds, "ref1", "ref2", ..., of other versions of global_gemm.cu (e.g. the last commit's, for an
 # A/B in one session), timed with BASE and NAMES as build 0.
 # STAGE=build only builds (e.g. in the background while the CUDA tests run), STAGE=run only times
-# what an earlier STAGE=build left in /tmp/ablate (default: both).
+# what an earlier STAGE=build left in /tmp/ablate (default: both). SHAPES="MxNxK,...": these shapes
+# instead of the default ones (MORE=1 adds to the defaults).
 # Diagnostics only: the ablated builds give wrong answers. Usage (device tool): bash benchmarks/ablate_global.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -41,7 +42,7 @@ if [ "$stage" != run ]; then
 fi
 [ "$stage" = build ] && exit 0
 cat > /tmp/ablate/run.py <<'PY'
-import sys; sys.path.insert(0, "benchmarks")
+import os, sys; sys.path.insert(0, "benchmarks")
 import torch
 from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
@@ -54,7 +55,9 @@ def variant(name):
 
 
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
-if "--more" in sys.argv:
+if os.environ.get("SHAPES"):
+    shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
+elif "--more" in sys.argv:
     shapes += [(4096, 3072, 768), (2048, 2048, 2048), (4096, 768, 768), (8192, 8192, 8192), (8192, 768, 3072),
                (1024, 1024, 1024), (4096, 2304, 768)]
 for shape in shapes:

@@ -420,11 +420,14 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) wgmma_rs<T, N, 0>(acc, a[kk], db + 2 * kk);
     wgmma_commit();
-    fence_proxy_async_smem();
-    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, K - (int64_t)ks * BK, q);
     wgmma_wait<1>();
     __syncwarp();
     if (ks > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
+    // After the previous slot's release, off its path (where W streams, each slot's hold time
+    // bounds the bytes in flight: NOTES_gemm.md, runs 37c-d): this slot's reads fenced before its
+    // own release, one step on, and the range.
+    fence_proxy_async_smem();
+    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, K - (int64_t)ks * BK, q);
     ++it;
   };
   uint32_t a0[BK / 16][4], a1[BK / 16][4];
@@ -435,7 +438,7 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
   }
   if (ks < ke) step(ks, a0);
   wgmma_wait<0>();
-  __syncwarp();
+  __syncwarp();  // (the last slot's reads were fenced in its step)
   if (ke > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 
