@@ -23,10 +23,10 @@
 // sum and position-weighted sum, each split hi/mid/lo into three 16-bit rows for fp32 accuracy,
 // and a row of ones), loaded right behind the tile's W rows, so one m64n(BN+8)k16 wgmma per k16
 // computes the tile and x . checksums (+4.2 % / +6.3 % tensor work) on fp32 accumulators. The
-// consumers take A through ldmatrix into registers and issue the wgmma with A from registers, and
-// take x's max / min per row from those fragments (FragRange): no shared-memory read beyond the one
-// the wgmma makes (NOTES_gemm.md, session 31). The epilogue compares each row's output sum over the tile with
-// its checksum against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
+// consumers load A with ldmatrix and issue the wgmma with A from registers, and take x's max / min
+// per row from those fragments (FragRange): x is read from shared memory once (NOTES_gemm.md,
+// session 31). The epilogue compares each row's output sum over the tile with its checksum
+// against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
 // in shared memory, and after its last tile the warp locates the fault by the weighted sum,
 // recomputes the element, rechecks and stores it (NOTES_gemm.md, runs 24-25).
 //
@@ -254,8 +254,6 @@ struct XRange {
       add(chunk(a_tile, ch, k0 + ch * 8 < K));
     }
   }
-  // Another split's range of the same row (split K).
-  __device__ void fold(uint32_t omx, uint32_t omn) { mx = hmax2<T>(mx, omx); mn = hmin2<T>(mn, omn); }
   // The row's max and min, both halves (lanes 2i, 2i+1) joined.
   __device__ void joined(float& x, float& n) const {
     const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
@@ -786,11 +784,10 @@ struct TileTerms {
 // the tile (s1, and s2 weighted by position / W_DEN, quad-reduced) against the checksum columns
 // (cs: the last n8 block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
 // (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
-// weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range (xmx, xmn:
-// rows r_lo, r_hi). Flagged
-// rows are counted by lane 0 and, under the policies that correct, listed (the warp's `list`,
-// `nfix` rows so far) for the warp's correction after the tile loop (fix_tile_rows); rows with
-// non-finite inputs mark the CTA (sm.bad).
+// weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range (xmx,
+// xmn: rows r_lo, r_hi). Flagged rows are counted by lane 0 and, under the policies that correct,
+// listed (the warp's `list`, `nfix` rows so far) for the warp's correction after the tile loop
+// (fix_tile_rows); rows with non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
 __device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (&xmx)[2],
                                                 const float (&xmn)[2], Smem& sm, const TileCoord& c, int64_t M,
