@@ -228,41 +228,6 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) 
   if constexpr (CLUSTER) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
 }
 
-// Max and min of one row of x over K, from the A tiles in shared memory while the wgmmas run:
-// thread (row, half) covers 4 of the 8 16-byte chunks of a k-step (the row check's statistics
-// k-steps: XStats adds that check's sums).
-template <typename T>
-struct XRange {
-  uint32_t mx, mn;  // packed pairs
-  int row, half;    // row of the 128-row tile, which 4 chunks
-
-  __device__ void reset() { mx = kNegInf2<T>; mn = kPosInf2<T>; }
-  // Chunk ch of this row's k-step; past K (zero fill) a real chunk of the row instead, without a
-  // branch (a branch here makes ptxas serialise the wgmmas in flight, C7518): callers drop its sums.
-  // 128-byte swizzle: chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
-  __device__ __forceinline__ uint4 chunk(uint32_t a_tile, int ch, bool in_k) const {
-    return lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
-  }
-  __device__ __forceinline__ void add(const uint4& v) {
-    mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
-    mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
-  }
-  __device__ __forceinline__ void step(uint32_t a_tile, int64_t k0, int64_t K) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int ch = 4 * half + j;
-      add(chunk(a_tile, ch, k0 + ch * 8 < K));
-    }
-  }
-  // The row's max and min, both halves (lanes 2i, 2i+1) joined.
-  __device__ void joined(float& x, float& n) const {
-    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
-    x = fmaxf(a.x, a.y); n = fminf(b.x, b.y);
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
-  }
-};
-
 // The tile-local check's x range, from the consumers' own A fragments (mainloop_local): a thread
 // holds rows g = lane / 4 and g + 8 of its warp's 16 and, of each k16, columns 2 q, 2 q + 1 and
 // 2 q + 8, 2 q + 9 (q = lane % 4): the wgmma A layout, as ldmatrix.x4 loads it.
@@ -306,24 +271,30 @@ struct FragRange {
 };
 
 // x-side of the row check for one row of a tile: sum x, max x, min x for the V-ABFT threshold and
-// x . sum_n W[n] (the check), built while the wgmmas run (the warps would only wait otherwise). The
-// statistics k-steps of a tile are every T_N-th one from its N-tile index, so the T_N tiles of an
-// M-tile cover K once between them. (x . sum_n (n+1) W[n], which locates a fault, is taken by the
-// correction itself: in this loop it doubled the statistics' shared-memory reads, the port a
-// statistics k-step overfills: NOTES_gemm.md, run 20.)
+// x . sum_n W[n] (the check), built while the wgmmas run (the warps would only wait otherwise):
+// thread (row, half) covers 4 of the 8 16-byte chunks of a statistics k-step. The statistics
+// k-steps of a tile are every T_N-th one from its N-tile index, so the T_N tiles of an M-tile cover
+// K once between them. (x . sum_n (n+1) W[n], which locates a fault, is taken by the correction
+// itself: in this loop it doubled the statistics' shared-memory reads, the port a statistics k-step
+// overfills: NOTES_gemm.md, run 20.)
 template <typename T>
-struct XStats : XRange<T> {
+struct XStats {
+  uint32_t mx, mn;  // packed pairs
   float sum, dot;
+  int row, half;    // row of the 128-row tile, which 4 chunks
 
-  __device__ void reset() { sum = 0.f; dot = 0.f; XRange<T>::reset(); }
+  __device__ void reset() { sum = 0.f; dot = 0.f; mx = kNegInf2<T>; mn = kPosInf2<T>; }
   __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int ch = 4 * this->half + j;
+      const int ch = 4 * half + j;
       const bool in_k = k0 + ch * 8 < K;
-      const uint4 v = this->chunk(a_tile, ch, in_k);
+      // Past K (zero fill) a real chunk of the row instead, without a branch (a branch here makes
+      // ptxas serialise the wgmmas in flight, C7518): its sums are dropped below. 128-byte swizzle:
+      // chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
+      const uint4 v = lds128(a_tile + row * 128 + (((in_k ? ch : 0) ^ (row & 7)) << 4));
       // (the W sums past K are whatever the slot held: dropped by the selects below)
-      const uint32_t wj = wc + 4 * (this->half * WC_HALF + 8 * j);
+      const uint32_t wj = wc + 4 * (half * WC_HALF + 8 * j);
       const float4 w0 = lds128f(wj), w1 = lds128f(wj + 16);
       const float2 f0 = Elem<T>::unpack(v.x), f1 = Elem<T>::unpack(v.y), f2 = Elem<T>::unpack(v.z),
                    f3 = Elem<T>::unpack(v.w);
@@ -333,17 +304,21 @@ struct XStats : XRange<T> {
       d = fmaf(f2.x, w1.x, d); d = fmaf(f2.y, w1.y, d); d = fmaf(f3.x, w1.z, d); d = fmaf(f3.y, w1.w, d);
       sum += in_k ? sj : 0.f;
       dot += in_k ? d : 0.f;
-      this->add(v);
+      mx = hmax2<T>(mx, hmax2<T>(hmax2<T>(v.x, v.y), hmax2<T>(v.z, v.w)));
+      mn = hmin2<T>(mn, hmin2<T>(hmin2<T>(v.x, v.y), hmin2<T>(v.z, v.w)));
     }
   }
 
   // Joins the two halves of the row (lanes 2i, 2i+1) and adds them to the row's workspace entries.
   __device__ void flush(const Ws& ws, int64_t flat_row, bool in_range) {
-    float s = sum, d = dot, x, n;
+    float s = sum, d = dot;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     d += __shfl_xor_sync(0xffffffffu, d, 1);
-    this->joined(x, n);
-    if (this->half == 0 && in_range) {
+    const float2 a = Elem<T>::unpack(mx), b = Elem<T>::unpack(mn);
+    float x = fmaxf(a.x, a.y), n = fminf(b.x, b.y);
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    n = fminf(n, __shfl_xor_sync(0xffffffffu, n, 1));
+    if (half == 0 && in_range) {
       atomicAdd(ws.c1() + flat_row, (double)d);
       atomicAdd(ws.sx() + flat_row, (double)s);
       atomic_max_f32(ws.mx() + flat_row, x);
