@@ -891,7 +891,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // loop's values), 216 for the consumers (one value spilled per tile; at 208 ten). Keep slack
     // in the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
     // The tile-local check: WG0 only issues the loads (24), the consumers hold two A fragments (240:
-    // 3-5 % faster than 40 / 232, run 38a, NOTES_gemm.md session 32).
+    // 1-4.5 points less protection cost than 40 / 232, run 38a, NOTES_gemm.md session 32).
     if constexpr (LOCAL) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     else asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
     const Grid g(args, opaque_zero(), BN);
