@@ -42,6 +42,13 @@
 
 namespace efta {
 constexpr int kAbl = EFTA_ABLATE;
+// The diagnostics build (cuda_attention.set_debug): the largest residual / threshold ratio of each
+// check, recorded where Params.dbg is set. Compiled out of the production build: its call sites in
+// the tile loop cost the d=64 kernel 1-2 % even when never taken (NOTES_attention.md run 38c).
+#ifndef EFTA_DBG
+#define EFTA_DBG 0
+#endif
+constexpr bool kDbg = EFTA_DBG;
 
 // Element offset of (row, 16-byte chunk) in a tile with D elements per row: the chunk index is XORed
 // with row % 8 so that the 8 rows one ldmatrix phase reads sit in 8 different bank groups.
@@ -94,7 +101,11 @@ template <int MT>
 struct TileOut {
   float m_new[2 * MT], tm[2 * MT], lsum[2 * MT], gs[2 * MT], gx[2 * MT], M[2 * MT], M2[2 * MT];
   uint32_t E[2 * MT], E2[2 * MT];  // two partial sums/products each: half the dependency chain
-  bool rowbad[2 * MT], grpbad[2 * MT];
+  bool grpbad[2 * MT];
+  // The rowmax check's lane bits (softmax_tile): bit rr, the lane's local max of row rr is above the
+  // row max; bit 4 + rr, it equals the row max (or the previous max does). A row fails if a lane of
+  // its quad is above or none attains it (quad_snvr, row_bad).
+  uint32_t snvr;
 };
 
 struct Ctx {
@@ -428,20 +439,15 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
       for (int e = 0; e < 4; ++e) to.lsum[2 * mt + (e >> 1)] += s[mt][nt][e];
   if constexpr (kProtect) {
     // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
-    // Taken after the exponentials, whose inputs it does not gate (its shuffles stay off the
-    // S -> max -> exp path); the tile's vote reads it.
+    // Only the lane's bits here, after the exponentials, whose inputs it does not gate; the quad's
+    // verdict is taken where it is read (tile_alarm, the rare paths).
     uint32_t bits = kAbl < 3 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
       if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
       if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
     }
-    if (kAbl < 3) {
-      bits |= __shfl_xor_sync(kFull, bits, 1);
-      bits |= __shfl_xor_sync(kFull, bits, 2);
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) to.rowbad[rr] = ((bits >> rr) & 1u) || !((bits >> (rr + 4)) & 1u);
+    to.snvr = bits;
   }
 }
 
@@ -545,14 +551,14 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas[rr] - to.gx[rr]);
         const float te = 0x1p-19f * (16.f + fabsf(to.gx[rr]));
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
-        if (cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
+        if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
         const float a = cx.scale_log2 * scraw, b = 16.f * mx;
         const float d = fabsf(meas[rr] - (a - b));
         const float tol = cx.scale_log2 * tol_g + 0x1p-20f * (16.f + fabsf(a) + fabsf(b));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
         to.grpbad[rr] = !(d <= tol) || !(tol < 0x1p100f);
-        if (cx.dbg != nullptr) dbg_ratio_max(cx.dbg, d, tol);
+        if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg, d, tol);
       }
     }
   }
@@ -576,11 +582,25 @@ __device__ __forceinline__ void bump(unsigned long long* counters, int field, un
 
 // Pieces of one key tile's protection shared by both kernels (this file's tile_step and the wgmma
 // kernel's loop, efta_sm90.cuh).
+// The rowmax check's bits of the lane's quad (two shuffles: the rare paths, all lanes present), and
+// row rr's verdict from them.
+template <int MT>
+__device__ __forceinline__ uint32_t quad_snvr(const TileOut<MT>& to) {
+  uint32_t b = to.snvr | __shfl_xor_sync(kFull, to.snvr, 1);
+  return b | __shfl_xor_sync(kFull, b, 2);
+}
+__device__ __forceinline__ bool row_bad(uint32_t quad_bits, int rr) {
+  return ((quad_bits >> rr) & 1u) || !((quad_bits >> (rr + 4)) & 1u);
+}
+
+// Whether the tile fails a check in this lane's rows (a group check, or the rowmax check of the
+// lane's quad); the callers take the warp's or the warpgroup's vote of it.
 template <int MT>
 __device__ __forceinline__ bool tile_alarm(const TileOut<MT>& to) {
+  const uint32_t q = quad_snvr(to);
   bool bad = false;
 #pragma unroll
-  for (int rr = 0; rr < 2 * MT; ++rr) bad |= to.rowbad[rr] | to.grpbad[rr];
+  for (int rr = 0; rr < 2 * MT; ++rr) bad |= row_bad(q, rr) | to.grpbad[rr];
   return bad;
 }
 
@@ -594,10 +614,11 @@ template <int MT>
 __device__ __forceinline__ Alarm1<MT> alarm_record(const TileOut<MT>& to) {
   Alarm1<MT> a;
   a.flags = 0u;
+  const uint32_t q = quad_snvr(to);
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     a.m[rr] = to.m_new[rr];
-    a.flags |= (to.rowbad[rr] ? 1u : 0u) << rr;
+    a.flags |= (row_bad(q, rr) ? 1u : 0u) << rr;
     a.flags |= (to.grpbad[rr] ? 16u : 0u) << rr;
     a.fp[rr] = fingerprint(to, rr);
   }
@@ -807,7 +828,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const float tol_r = 0x1p-12f;
       const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
                         fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
-      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
+      if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
         dbg_ratio_max(p.dbg + 3, fabsf(st.l[rr] - lm), p.tol_agree * lm);
       if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
         const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
@@ -847,7 +868,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const int row = row0 + 16 * mt + 8 * hh + rq;
       const float ratio = fabsf(s1 - c1[rr] * inv[rr]) / thr;
       const bool bad = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
-      if (p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) dbg_ratio_max(p.dbg + 2, ratio, 1.f);
+      if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) dbg_ratio_max(p.dbg + 2, ratio, 1.f);
       if (bad && first) {
         if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
         if (fix) redo[rr] = true, rerun = true;  // counted after the comparison (attempt 2)

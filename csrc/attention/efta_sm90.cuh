@@ -122,8 +122,9 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
                                               int k_half, bool masked, bool count) {
   const int lane = r.cx.lane;
   bool bad1[2];
+  const uint32_t q1 = quad_snvr(r.to);
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) bad1[rr] = r.to.rowbad[rr] || r.to.grpbad[rr];
+  for (int rr = 0; rr < 2; ++rr) bad1[rr] = row_bad(q1, rr) || r.to.grpbad[rr];
   float sc[1][4];
   qk_warp<T, D>(r.s, sc, sq, sk, q_half, k_half, lane);
   fence_proxy_async_smem();  // the slot's ldmatrix reads ordered before its TMA refill (cold path)
@@ -136,9 +137,10 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
     check_tile<true, false>(r.s, sc, r.qn, r.to, r.cx);
   }
   unsigned faults = 0;
+  const uint32_t q2 = quad_snvr(r.to);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    const bool was = quad_any(bad1[rr]), is = quad_any(r.to.rowbad[rr] || r.to.grpbad[rr]);
+    const bool was = quad_any(bad1[rr]), is = quad_any(row_bad(q2, rr) || r.to.grpbad[rr]);
     if (was && !is && (lane & 3) == 0) ++faults;
   }
   record_tile_faults(faults, lane, p.policy, count, p.counters, p.alarms);

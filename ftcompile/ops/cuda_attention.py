@@ -100,13 +100,15 @@ def build(name: str, flags=(), root=None) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def library(ablate: int = 0) -> ctypes.CDLL:
+def library(ablate: int = 0, debug: bool = False) -> ctypes.CDLL:
     """Build (once per process, cached on disk) and load the kernels; raises where impossible.
-    ``ablate`` > 0: a measurement build with protection steps removed (EFTA_ABLATE, see the kernel)."""
+    ``ablate`` > 0: a measurement build with protection steps removed (EFTA_ABLATE, see the kernel).
+    ``debug``: the diagnostics build (set_debug), which records each check's largest ratio."""
     if not torch.cuda.is_available():
         raise RuntimeError("ftcompile attention kernel: no CUDA device")
-    path = (not ablate and os.environ.get("FTCOMPILE_ATTN_LIB")) or build(
-        "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else ""), [f"-DEFTA_ABLATE={int(ablate)}"])
+    name = "ftcompile_efta_attention" + (f"_ablate{ablate}" if ablate else "") + ("_debug" if debug else "")
+    path = (not ablate and not debug and os.environ.get("FTCOMPILE_ATTN_LIB")) or build(
+        name, [f"-DEFTA_ABLATE={int(ablate)}", f"-DEFTA_DBG={int(debug)}"])
     lib = ctypes.CDLL(path)
     lib.efta_attention_forward.argtypes = [ctypes.POINTER(_HostArgs)]
     lib.efta_attention_forward.restype = ctypes.c_int
@@ -208,7 +210,8 @@ def alarm_counts(device="cuda") -> Dict[str, int]:
 
 
 def set_debug(on: bool) -> None:
-    """Record the largest residual/threshold ratio of each check (slows the kernel; diagnostics)."""
+    """Record the largest residual/threshold ratio of each check (diagnostics: calls then run a
+    build of the kernels of their own, compiled with the recording)."""
     global _debug
     _debug = bool(on)
 
@@ -431,7 +434,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             before = row[telemetry.DETECTED].clone()
 
     with torch.cuda.device(device):
-        lib = library(ablate)
+        lib = library(ablate, _debug)
         rc = lib.efta_attention_prepass(ctypes.byref(a)) if prepass_only else lib.efta_attention_forward(ctypes.byref(a))
     if rc != 0:
         what = {200001: "bad arguments", 200002: "TMA cannot describe q, k, v for the wgmma kernel"}
