@@ -582,8 +582,9 @@ __device__ __forceinline__ void bump(unsigned long long* counters, int field, un
 
 // Pieces of one key tile's protection shared by both kernels (this file's tile_step and the wgmma
 // kernel's loop, efta_sm90.cuh).
-// The rowmax check's bits of the lane's quad (two shuffles: the rare paths, all lanes present), and
-// row rr's verdict from them.
+
+// The rowmax check's bits of the lane's quad (two shuffles, every lane of the warp present: in the
+// tile's alarm test and the rare paths), and row rr's verdict from them.
 template <int MT>
 __device__ __forceinline__ uint32_t quad_snvr(const TileOut<MT>& to) {
   uint32_t b = to.snvr | __shfl_xor_sync(kFull, to.snvr, 1);
