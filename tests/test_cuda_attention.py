@@ -19,7 +19,7 @@ from ftcompile.ops import cuda as cuda_registry
 from ftcompile.ops import cuda_attention as ca
 from conftest import site
 
-STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale"]
+STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma"]
 
 
 def _stats(name):
@@ -39,7 +39,8 @@ def test_module_registers_and_explains_fallback_on_cpu():
     dict(stage="rowsum", seed=11), dict(stage="pv", seed=13), dict(stage="rescale", seed=17),
     dict(stage="score", index=(1, 0, 5, 130), k_step=2), dict(stage="pv", count=2, seed=1),
     dict(stage="exp", count=3, seed=2), dict(stage="rowsum", count=2, seed=4),
-    dict(stage="rescale", k_step=1, index=(0, 1, 3, 7)),
+    dict(stage="rescale", k_step=1, index=(0, 1, 3, 7)), dict(stage="rowsum_mma", seed=19),
+    dict(stage="rowsum_mma", count=2, seed=6),
 ])
 def test_injection_resolution_matches_reference(spec):
     """The kernel wrapper corrupts the element the reference corrupts (CPU reference as oracle)."""
@@ -332,7 +333,7 @@ def test_no_false_alarms_over_realistic_distributions(d, kern, monkeypatch):
 
 
 FAULT_INDEX = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 30),
-               "rowsum": (1, 2, 30), "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9)}
+               "rowsum": (1, 2, 30), "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9), "rowsum_mma": (1, 2, 30)}
 
 
 @needs_gpu

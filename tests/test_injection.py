@@ -8,7 +8,7 @@ from ftcompile import FaultSpec, inject
 from ftcompile.abft import injection
 from conftest import site
 
-ATTN = ["score", "exp", "rowmax", "rowsum", "pv", "rescale"]
+ATTN = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma"]
 
 
 def _stats(name):

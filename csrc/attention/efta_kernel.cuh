@@ -21,13 +21,14 @@
 //    (The wgmma kernel at d=128 recomputes with mma.sync, another instruction: there a row counts if
 //    its recomputation passes the checks its first pass failed; efta_sm90.cuh.)
 //  * GEMM-II + rescale + normalisation: one n8 MMA tile against checksum columns of V
-//    [c1 hi, lo, lo2, -, -, -, ones, |v|] rescaled together with O, verified once at the end. A row
+//    [c1 hi, lo, lo2, -, ones, ones, ones, |v|] rescaled together with O, verified once at the end. A row
 //    that fails is corrected by recomputing the block and comparing element by element (as the
 //    reference does): exactly one element off is a single fault, several are uncorrectable. (The
 //    paper's locator, a weighted checksum, cannot tell two faults from one and then "corrects" onto
 //    a wrong value its own recheck accepts.)
-//  * rowsum (SNVR): l in [sum_k exp(m_k - m), n_keys] and equal to the MMA-path row sum (ones column);
-//    repaired from it.
+//  * rowsum (SNVR): l in [sum_k exp(m_k - m), n_keys] and equal to the MMA-path row sum; repaired from
+//    it. The MMA computes that row sum three times (three ones columns, free in the n8 tile) and the
+//    median is taken: with one copy, a fault in it made the repair replace a right l by a wrong one.
 #pragma once
 #include "efta_common.cuh"
 #include "sm90_host.cuh"
@@ -74,7 +75,9 @@ template <int D, int MT>
 struct State {
   float o[MT][D / 8][4];
   float oc[MT][4];
-  float m[2 * MT], l[2 * MT], lower[2 * MT], qn[2 * MT];
+  // qtol: scale log2(e) C_GEMM ||q|| per row (the GEMM-I bound per unit of sum ||k||, in log2
+  // units), computed once: the per-tile threshold is then one FFMA.
+  float m[2 * MT], l[2 * MT], lower[2 * MT], qtol[2 * MT];
 
   __device__ __forceinline__ void reset() {
 #pragma unroll
@@ -91,7 +94,7 @@ struct State {
       m[rr] = -INFINITY;
       l[rr] = 0.f;
       lower[rr] = 0.f;
-      qn[rr] = 0.f;
+      qtol[rr] = 0.f;
     }
   }
 };
@@ -113,7 +116,7 @@ struct Ctx {
   const void* mask;  // offset to (b, h); bytes with mask_bool, else fp32
   int64_t m_sq, m_sk;
   int mask_bool;
-  float scale, scale_log2, kc_unscale, c_gemm, A;
+  float scale, scale_log2, ka, A;  // ka: S^c's unscale times scale log2(e); A: the tile's sum of ||k||
   const InjRec* inj;
   int n_inj;
   float* inj_log;
@@ -172,7 +175,7 @@ __device__ __forceinline__ Ctx make_ctx(const Params& p, int lane, int w, int b,
           : p.mask_bool ? static_cast<const void*>(static_cast<const uint8_t*>(p.mask) + moff)
                         : static_cast<const void*>(static_cast<const float*>(p.mask) + moff);
   cx.m_sq = p.m_sq; cx.m_sk = p.m_sk; cx.mask_bool = p.mask_bool;
-  cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.kc_unscale = p.kc_unscale; cx.c_gemm = p.c_gemm;
+  cx.scale = p.scale; cx.scale_log2 = p.scale * kLog2e; cx.ka = cx.scale_log2 * p.kc_unscale;
   cx.A = 0.f;
   cx.inj = p.inj; cx.n_inj = p.n_inj; cx.inj_log = p.inj_log; cx.dbg = p.dbg;
   return cx;
@@ -322,7 +325,7 @@ __device__ __forceinline__ void pack_p(const float (&s)[MT][8][4], uint32_t (&pa
 // tile's row max, row sums, and the rowmax check. `hooks`: apply pending fault injections (rowmax, exp).
 template <typename T, int D, bool kProtect, bool kMasked, int MT>
 __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
-                                             const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
+                                             const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
   const int lane = cx.lane, tq = lane & 3, rq = lane >> 2;
   float lm[2 * MT];
 #pragma unroll
@@ -500,7 +503,7 @@ __device__ __forceinline__ float mul_ftz(float a, float b) {
 // arguments below about -190 per chain) takes the exact path instead. Masked tiles always do.
 template <bool kProtect, bool kMasked, int MT>
 __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
-                                           const float (&qn)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
+                                           const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
   if constexpr (kProtect) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -544,18 +547,20 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
     for (int rr = 0; rr < 2 * MT; ++rr) {
       const int mt = rr >> 1, hh = rr & 1;
       const float mx = (to.m_new[rr] == -INFINITY ? 0.f : to.m_new[rr]) * kLog2e;
-      const float scraw = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.kc_unscale;
-      const float tol_g = cx.c_gemm * qn[rr] * cx.A;  // |sum S - S^c| bound in score units
+      // scale * S^c in log2 units, and the GEMM-I bound |sum S - S^c| in the same units: qtol
+      // (scale log2(e) C_GEMM ||q||, per row) times the tile's sum of ||k||.
+      const float a = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.ka;
+      const float tol_g = qtol[rr] * cx.A;
       // NaN never passes: the comparisons are written as !(|d| <= tol).
       if constexpr (kMasked) {
-        const float dg = fabsf(to.gs[rr] - scraw), de = fabsf(meas[rr] - to.gx[rr]);
+        const float dg = fabsf(fmaf(to.gs[rr], cx.scale_log2, -a)), de = fabsf(meas[rr] - to.gx[rr]);
         const float te = 0x1p-19f * (16.f + fabsf(to.gx[rr]));
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
         if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
-        const float a = cx.scale_log2 * scraw, b = 16.f * mx;
+        const float b = 16.f * mx;
         const float d = fabsf(meas[rr] - (a - b));
-        const float tol = cx.scale_log2 * tol_g + 0x1p-20f * (16.f + fabsf(a) + fabsf(b));
+        const float tol = fmaf(0x1p-20f, fabsf(a) + fabsf(b), fmaf(qtol[rr], cx.A, 0x1p-16f));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
         to.grpbad[rr] = !(d <= tol) || !(tol < 0x1p100f);
         if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg, d, tol);
@@ -742,12 +747,17 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
   }
 }
 
-// The PV-accumulator injection hook of tile cx.t (after that tile's PV MMAs).
+// The PV-accumulator injection hooks of tile cx.t (after that tile's PV MMAs): an element of O, or
+// the MMA-path row sum (the first of its three copies: column 6 of O^c, lane 3 of the row's quad).
 template <int D, bool kProtect, bool kHooks, int MT>
 __device__ __forceinline__ void pv_hooks(State<D, MT>& st, const Ctx& cx) {
   if constexpr (kProtect && kHooks) {
     for_recs(cx, kPV, [&](int r, const InjRec& rec) {
         inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, cx.lane);
+      });
+    for_recs(cx, kRowsumMma, [&](int r, const InjRec& rec) {
+        float (&oc)[MT][1][4] = reinterpret_cast<float (&)[MT][1][4]>(st.oc);
+        inj_frag<1>(oc, rec.row - cx.wrow0, 6, rec, cx.inj_log + 2 * r, cx.lane);
       });
   }
 }
@@ -771,8 +781,8 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, uint32_t sQ, uint32_
     });
   }
   TileOut<MT> to;
-  softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, kHooks);
-  check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
+  softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qtol, to, cx, kHooks);
+  check_tile<kProtect, kMasked>(s, sc, st.qtol, to, cx);
 
   if constexpr (kProtect) {
     if (kAbl < 1 && __any_sync(kFull, tile_alarm(to))) {
@@ -780,8 +790,8 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, uint32_t sQ, uint32_
       const Alarm1<MT> a1 = alarm_record(to);
       qk_mma<T, D, kProtect>(s, sc, sQ, sK, sKc, L);
       nonfinite_in |= any_nonfinite(s, sc);
-      softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qn, to, cx, false);
-      check_tile<kProtect, kMasked>(s, sc, st.qn, to, cx);
+      softmax_tile<T, D, kProtect, kMasked>(s, sc, st.m, st.qtol, to, cx, false);
+      check_tile<kProtect, kMasked>(s, sc, st.qtol, to, cx);
       alarm_outcome(a1, to, lane, policy, count, counters, alarms);
     }
   }
@@ -816,15 +826,23 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
     for (int rr = 0; rr < 2 * MT; ++rr) {
       const int mt = rr >> 1, hh = rr & 1;
       const float v0 = st.oc[mt][2 * hh], v1 = st.oc[mt][2 * hh + 1];
-      // columns [c1 hi, c1 lo, c1 lo2, -, -, -, ones, |v|], two per lane of the quad
+      // columns [c1 hi, c1 lo, c1 lo2, -, ones, ones, ones, |v|], two per lane of the quad
       const float c1a = __shfl_sync(kFull, v0 + v1, base), c1b = __shfl_sync(kFull, v0, base + 1);
-      const float lm = __shfl_sync(kFull, v0, base + 3), abv = __shfl_sync(kFull, v1, base + 3);
+      const float l4 = __shfl_sync(kFull, v0, base + 2), l5 = __shfl_sync(kFull, v1, base + 2);
+      const float l6 = __shfl_sync(kFull, v0, base + 3), abv = __shfl_sync(kFull, v1, base + 3);
+      // The MMA-path row sum: the median of its three copies (the same products in three columns,
+      // bit-identical unless one was hit). fmin/fmax drop a NaN copy too.
+      const float lm = fmaxf(fminf(l4, l5), fminf(fmaxf(l4, l5), l6));
       c1[rr] = (c1a + c1b) * p.vc1_unscale;
       ab[rr] = abv * p.vc1_unscale;
       const int row = row0 + 16 * mt + 8 * hh + rq;
       // Non-finite inputs surface as a non-finite max, MMA-path row sum or checksum: inputs, not faults.
       row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || !isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
       nonfinite_in |= row_nf[rr];
+      if (has_key[rr] && !row_nf[rr] && row < p.Sq && !(l4 == l5 && l5 == l6) && first && tq == 0) {
+        bump(p.counters, kDetected);  // a copy outvoted: the median is the row sum the checks use
+        if (fix) bump(p.counters, kCorrected);
+      }
       const float upper = p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk;
       const float tol_r = 0x1p-12f;
       const bool l_ok = st.l[rr] >= st.lower[rr] * (1.f - tol_r) && st.l[rr] <= upper * (1.f + tol_r) &&
@@ -1005,7 +1023,8 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
       cp_async_wait<1>();
       __syncthreads();
       if (kProtect && t == 0) {
-        // ||q|| of each row (the GEMM-I threshold), from the Q fragments.
+        // The GEMM-I threshold factor of each row (State::qtol: ||q||, from the Q fragments, times
+        // scale log2(e) C_GEMM).
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
@@ -1016,11 +1035,11 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
             for (int i = 0; i < 4; ++i) {
               const T* pr = reinterpret_cast<const T*>(&a[i]);
               const float x0 = Elem<T>::to_f(pr[0]), x1 = Elem<T>::to_f(pr[1]);
-              st.qn[2 * mt + (i & 1)] += x0 * x0 + x1 * x1;  // a0,a2: row r; a1,a3: row r+8
+              st.qtol[2 * mt + (i & 1)] += x0 * x0 + x1 * x1;  // a0,a2: row r; a1,a3: row r+8
             }
           }
 #pragma unroll
-        for (int rr = 0; rr < 2 * MT; ++rr) st.qn[rr] = sqrtf(quad_sum(st.qn[rr]));
+        for (int rr = 0; rr < 2 * MT; ++rr) st.qtol[rr] = p.scale * kLog2e * p.c_gemm * sqrtf(quad_sum(st.qtol[rr]));
       }
       const int wrow0 = i0 + 16 * MT * w, j0 = t * kBlockN;
       bool warp_inj = false;
@@ -1156,7 +1175,7 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
   T* kc = reinterpret_cast<T*>(const_cast<void*>(p.kc)) + (tile_id * 8 + r) * D + 8 * c;
   if (tile_ok) *reinterpret_cast<uint4*>(kc) = *reinterpret_cast<const uint4*>(out);
 
-  // ||k|| per key and the V checksum columns [c1 hi, lo, lo2, 0, 0, 0, live, sum |v|].
+  // ||k|| per key and the V checksum columns [c1 hi, lo, lo2, 0, live, live, live, sum |v|].
   row_reduce_scatter<CH>(nk, c);
   row_reduce_scatter<CH>(c1, c);
   row_reduce_scatter<CH>(av, c);
@@ -1167,8 +1186,8 @@ __global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
     out[0] = Elem<T>::from_f(x); x -= Elem<T>::to_f(out[0]);
     out[1] = Elem<T>::from_f(x); x -= Elem<T>::to_f(out[1]);
     out[2] = Elem<T>::from_f(x);
-    out[3] = out[4] = out[5] = Elem<T>::from_f(0.f);  // free columns
-    out[6] = Elem<T>::from_f(j0 + kl < p.Sk ? 1.f : 0.f);
+    out[3] = Elem<T>::from_f(0.f);  // free column
+    out[4] = out[5] = out[6] = Elem<T>::from_f(j0 + kl < p.Sk ? 1.f : 0.f);  // the row sum, three times
     out[7] = Elem<T>::from_f(av[0] * s1 * 1.0078125f);  // rounded up a little: it bounds a residual
     T* vc = reinterpret_cast<T*>(const_cast<void*>(p.vc)) + tile_id * kBlockN * 8;
     if (tile_ok) *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);

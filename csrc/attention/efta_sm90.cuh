@@ -109,7 +109,7 @@ __device__ __forceinline__ void qk_warp(float (&s)[1][8][4], float (&sc)[1][4], 
 struct Redo {
   float s[1][8][4];  // out: the recomputed P
   TileOut<1> to;     // in: the first pass; out: the recomputation
-  float m_old[2], qn[2];
+  float m_old[2], qtol[2];
   Ctx cx;
 };
 
@@ -130,11 +130,11 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
   fence_proxy_async_smem();  // the slot's ldmatrix reads ordered before its TMA refill (cold path)
   const bool nonfinite = any_nonfinite(r.s, sc);
   if (masked) {
-    softmax_tile<T, D, true, true>(r.s, sc, r.m_old, r.qn, r.to, r.cx, false);
-    check_tile<true, true>(r.s, sc, r.qn, r.to, r.cx);
+    softmax_tile<T, D, true, true>(r.s, sc, r.m_old, r.qtol, r.to, r.cx, false);
+    check_tile<true, true>(r.s, sc, r.qtol, r.to, r.cx);
   } else {
-    softmax_tile<T, D, true, false>(r.s, sc, r.m_old, r.qn, r.to, r.cx, false);
-    check_tile<true, false>(r.s, sc, r.qn, r.to, r.cx);
+    softmax_tile<T, D, true, false>(r.s, sc, r.m_old, r.qtol, r.to, r.cx, false);
+    check_tile<true, false>(r.s, sc, r.qtol, r.to, r.cx);
   }
   unsigned faults = 0;
   const uint32_t q2 = quad_snvr(r.to);
@@ -228,11 +228,11 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     TileOut<1> to;
     const bool masked = t >= mfrom;
     if (masked) {
-      softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qn, to, cx, hooks);
-      check_tile<kProtect, true>(s, sc, st.qn, to, cx);
+      softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, hooks);
+      check_tile<kProtect, true>(s, sc, st.qtol, to, cx);
     } else {
-      softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qn, to, cx, hooks);
-      check_tile<kProtect, false>(s, sc, st.qn, to, cx);
+      softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qtol, to, cx, hooks);
+      check_tile<kProtect, false>(s, sc, st.qtol, to, cx);
     }
     bool again = false;
     if constexpr (kProtect && kAbl < 1 && !L::kWarpRedo) {
@@ -251,7 +251,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       if (__any_sync(kFull, tile_alarm(to))) {  // rare: the warp recomputes its rows of the tile
         Redo r;
 #pragma unroll
-        for (int rr = 0; rr < 2; ++rr) r.m_old[rr] = st.m[rr], r.qn[rr] = st.qn[rr];
+        for (int rr = 0; rr < 2; ++rr) r.m_old[rr] = st.m[rr], r.qtol[rr] = st.qtol[rr];
         r.to = to;
         r.cx = cx;
         nonfinite_in |= redo_tile<T, D>(r, p, sq + 16 * (cx.w & 3) * 128, ring0 + slot * L::kStage, L::kBM * 128,
@@ -406,7 +406,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     if (first) mbar_wait(qfull, 0);
     const uint32_t sq = smem_u32(sQ) + c * 64 * 128;
     if constexpr (kProtect) {
-      // ||q|| of the lane's two rows (the GEMM-I threshold), from the swizzled Q tile.
+      // The GEMM-I threshold factor of the lane's two rows (State::qtol: ||q||, from the swizzled Q
+      // tile, times scale log2(e) C_GEMM).
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const int r = 64 * c + 16 * wi + 8 * rr + (lane >> 2);
@@ -424,7 +425,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
               a += x * x;
             }
           }
-        st.qn[rr] = sqrtf(quad_sum(a));
+        st.qtol[rr] = p.scale * kLog2e * p.c_gemm * sqrtf(quad_sum(a));
       }
     }
     if constexpr (kProtect)

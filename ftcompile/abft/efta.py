@@ -14,8 +14,9 @@ Tiled online softmax over key tiles of BC keys, all query rows at once, fp32 thr
            Correction: a score fault is located with S^c2/S^c1 and the element recomputed (one
            dot product), then the row's max and exp are recomputed; an exp fault is recomputed.
   GEMM-II  O = diag(alpha) O + P V_j and the same update of the output checksums
-           O^c1, O^c2 = P V_j^c1, P V_j^c2 (strided over the head dimension), plus a ones column
-           (P 1) that duplicates the row sum on the MMA path.
+           O^c1, O^c2 = P V_j^c1, P V_j^c2 (strided over the head dimension), plus three ones
+           columns (P 1) that duplicate the row sum on the MMA path; their median is that row sum
+           (one copy hit by a fault is outvoted: counted, and it never reaches the output).
   rowsum   l = alpha l + rowsum(P).
   check 2  (once, at the end, Algorithm 1 lines 22-29) - l must lie in
            [sum_k exp(m_k - m_final), n_keys] (SNVR) and agree with the MMA-path row sum, else it
@@ -82,7 +83,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     oc = torch.zeros(*batch, sq, 2, s, device=q.device)
     m = torch.full((*batch, sq), float("-inf"), device=q.device)
     l = torch.zeros(*batch, sq, device=q.device)
-    l_mma = torch.zeros_like(l)
+    l_mma = torch.zeros(*batch, sq, 3, device=q.device)  # the MMA-path row sum, three copies
     tile_max: List[torch.Tensor] = []
     qa_mu, qa_var = extrema_variance(q32, -1)
 
@@ -125,7 +126,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         _inject(plan, t, "rowsum", l, site_name)
         vt = torch.nn.functional.pad(v_pad[..., j0:j1, :], (0, 0, 0, width - (j1 - j0)))
         ones = torch.ones(width, 1, device=q.device)
-        l_mma = alpha * l_mma + (p @ ones).squeeze(-1)
+        l_mma = alpha[..., None] * l_mma + p @ ones
+        _inject(plan, t, "rowsum_mma", l_mma[..., 0], site_name)
         o = alpha[..., None] * o
         if t:
             _inject(plan, t, "rescale", o, site_name)
@@ -301,10 +303,21 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
 
 
 def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
-    """SNVR range restriction on the row sum, plus agreement with the MMA-path duplicate."""
+    """SNVR range restriction on the row sum, plus agreement with the MMA-path duplicate (the
+    median of its three copies; a copy that disagrees with the others is a detected fault,
+    corrected by the vote)."""
     lower = sum(torch.exp(tm - m).nan_to_num(0.0) for tm in tile_max)
     upper = keep.sum(-1).float()
     has_key = upper > 0
+    outvoted = has_key & ((l_mma != l_mma[..., :1]).any(-1) | l_mma.isnan().any(-1))
+    l_mma = l_mma.nan_to_num(float("inf")).median(-1).values
+    if bool(outvoted.any()):
+        counts.detected += int(outvoted.sum())
+        if policy == "raise":
+            from ..telemetry import FaultDetected
+            raise FaultDetected(site_name, "a fault in the MMA-path row sum of attention")
+        if policy != "detect":
+            counts.corrected += int(outvoted.sum())
     tol = 256 * U32
     in_range = lambda x: (x >= lower * (1 - tol)) & (x <= upper * (1 + tol))
     agree = (l - l_mma).abs() <= tol * l_mma.abs()

@@ -19,7 +19,7 @@ import torch
 from .. import cudagraphs
 
 GEMM_STAGES = ("accumulator", "output")
-ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale")
+ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma")
 STAGES = GEMM_STAGES + ATTENTION_STAGES
 FORMATS = {"fp32": (torch.float32, torch.int32, 32), "bf16": (torch.bfloat16, torch.int16, 16),
            "fp16": (torch.float16, torch.int16, 16)}
@@ -33,10 +33,13 @@ class FaultSpec:
     stage    GEMM: "accumulator" (fp32 accumulator element after k-step ``k_step``) or "output"
              (final fp32 accumulator, before verification and rounding). Attention: "score"
              (QK^T element), "exp" (softmax numerator), "rowmax", "rowsum", "pv" (output
-             accumulator after a tile's PV), "rescale" (output element after the online rescale).
+             accumulator after a tile's PV), "rescale" (output element after the online rescale),
+             "rowsum_mma" (the row sum the PV MMA keeps in its checksum columns, one of its three
+             copies, after a tile's PV).
     index    element index in the stage's tensor (GEMM: (row, col) of the 2-D output; attention:
              (b, h, i, j) for score/exp with j a global key position (it fixes the key tile),
-             (b, h, i) for rowmax/rowsum, (b, h, i, d) for pv/rescale); None: drawn from ``seed``.
+             (b, h, i) for rowmax/rowsum/rowsum_mma, (b, h, i, d) for pv/rescale); None: drawn
+             from ``seed``.
     k_step   k-tile (GEMM) or key tile (attention) at which to inject; None: drawn from ``seed``.
     bit      flip this bit of the value's encoding in format ``fmt``; or
     value    add this number (NaN/Inf allowed). Neither: add 10.0.

@@ -23,8 +23,8 @@ GPU corrupt the same element. Differences, by design (see benchmarks/NOTES_atten
   * the final GEMM-II check covers a whole output row; a failing row is corrected as the reference
     does, by recomputation and comparison (the CTA's block is recomputed; compared on the stored
     16-bit output, so a fault below output rounding counts as none).
-  * a rowsum fault is repaired from the MMA-path row sum (as the reference), whose 16-bit P rounding
-    limits the agreement test to 2^-8 (bf16) / 2^-10 (fp16) relative.
+  * a rowsum fault is repaired from the MMA-path row sum (as the reference: the median of its three
+    copies), whose 16-bit P rounding limits the agreement test to 2^-8 (bf16) / 2^-10 (fp16) relative.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ POLICIES = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cu
 STAGE_IDS = {s: i for i, s in enumerate(injection.ATTENTION_STAGES)}
 MAX_INJECTIONS = 16
 # Reference order of injection points within a tile (efta.attention): score, rowmax, exp, rowsum,
-# rescale (tiles >= 1), pv.
-_REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "rescale", "pv")
+# rowsum_mma, rescale (tiles >= 1), pv.
+_REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "rowsum_mma", "rescale", "pv")
 
 # Threshold constants (NOTES_attention.md, "Thresholds"). A false alarm of the per-tile checks costs
 # time only (the tile is recomputed and compared), so C_GEMM is a worst-case bound, not a tight one.
@@ -263,7 +263,7 @@ def resolve_injections(injections: List[injection.Injection], batch: Tuple[int, 
                 continue
             for inj, g in plan.get((t, stage), []):
                 shape = {"score": (*batch, sq, width), "exp": (*batch, sq, width),
-                         "rowmax": (*batch, sq), "rowsum": (*batch, sq),
+                         "rowmax": (*batch, sq), "rowsum": (*batch, sq), "rowsum_mma": (*batch, sq),
                          "pv": (*batch, sq, lv8), "rescale": (*batch, sq, lv8)}[stage]
                 index = inj.spec.index
                 if index is None:
@@ -297,7 +297,7 @@ def _records(resolved, q_shape: Tuple[int, ...], device) -> torch.Tensor:
         for i, n in zip(batch[:-1], lead):
             b = b * n + i
         row = idx[nb]
-        col = idx[nb + 1] if stage not in ("rowmax", "rowsum") else 0
+        col = idx[nb + 1] if stage not in ("rowmax", "rowsum", "rowsum_mma") else 0
         spec = inj.spec
         if spec.bit is None:
             mode, bit, value = 0, 0, 10.0 if spec.value is None else float(spec.value)
