@@ -310,7 +310,7 @@ def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
     upper = keep.sum(-1).float()
     has_key = upper > 0
     outvoted = has_key & ((l_mma != l_mma[..., :1]).any(-1) | l_mma.isnan().any(-1))
-    l_mma = l_mma.nan_to_num(float("inf")).median(-1).values
+    l_mma = l_mma.nanmedian(-1).values  # a NaN copy is outvoted like any other
     if bool(outvoted.any()):
         counts.detected += int(outvoted.sum())
         if policy == "raise":
