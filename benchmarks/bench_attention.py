@@ -102,7 +102,7 @@ def sdpa_backend(backend):
 
 def fault_records(cfg, stage, device):
     """One fault per call at a fixed element (rows 200.. of head 1, tile 1): pre-resolved kernel rows."""
-    row, col = min(200, cfg["s"] - 1), {"score": 5, "exp": 5, "pv": 9, "rescale": 9}.get(stage, 0)
+    row, col = min(200, cfg["s"] - 1), {"score": 5, "exp": 5, "p_mma": 5, "pv": 9, "rescale": 9}.get(stage, 0)
     spec = FaultSpec(site=0, stage=stage, bit=30, fmt="fp32")
     fake = type("I", (), {"spec": spec})()
     idx = (0, 1, row, col) if stage not in ("rowmax", "rowsum", "rowsum_mma") else (0, 1, row)
@@ -265,13 +265,14 @@ def smoke(which: str) -> None:
             print(line, flush=True)
     if which in ("all", "tiny"):
         for d in (64, 128):
-            for stage in ("score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma"):
+            for stage in ("score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma", "p_mma"):
                 name = f"smoke-inj-{d}-{stage}"
                 sid = ftcompile.register_site(name, "attention")
                 q, k, v = (torch.randn(2, 3, n, d, device="cuda", dtype=torch.bfloat16) for n in (40, 150, 150))
                 clean = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
                 idx = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 30), "rowsum": (1, 2, 30),
-                       "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9), "rowsum_mma": (1, 2, 30)}[stage]
+                       "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9), "rowsum_mma": (1, 2, 30),
+                       "p_mma": (1, 2, 30, 20)}[stage]
                 with ftcompile.inject(FaultSpec(site=name, stage=stage, index=idx, value=2.5,
                                                 k_step=0 if stage != "rescale" else 1)) as inj:
                     out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)

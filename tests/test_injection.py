@@ -8,7 +8,7 @@ from ftcompile import FaultSpec, inject
 from ftcompile.abft import injection
 from conftest import site
 
-ATTN = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma"]
+ATTN = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma", "p_mma"]
 
 
 def _stats(name):

@@ -9,7 +9,7 @@ from ftcompile import FaultDetected, FaultSpec, inject
 from conftest import site
 
 LINEAR_OPS = [torch.ops.ftcompile.linear_global, torch.ops.ftcompile.linear_thread]
-ATTN_STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma"]
+ATTN_STAGES = ["score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma", "p_mma"]
 
 
 def _stats(name):
@@ -191,7 +191,7 @@ def test_attention_fault_each_stage_detected_and_corrected(stage, dtype):
     clean = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
     index = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 30),
              "rowsum": (1, 2, 30), "pv": (1, 2, 30, 9), "rescale": (1, 2, 30, 9),
-             "rowsum_mma": (1, 2, 30)}[stage]
+             "rowsum_mma": (1, 2, 30), "p_mma": (1, 2, 30, 20)}[stage]
     with inject(FaultSpec(site=name, stage=stage, index=index, k_step=0 if stage != "rescale" else 1,
                           value=2.5)) as inj:
         out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)

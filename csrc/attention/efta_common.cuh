@@ -22,7 +22,7 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Stages as in ftcompile.abft.injection.ATTENTION_STAGES.
-enum Stage { kScore = 0, kExp = 1, kRowmax = 2, kRowsum = 3, kPV = 4, kRescale = 5, kRowsumMma = 6 };
+enum Stage { kScore = 0, kExp = 1, kRowmax = 2, kRowsum = 3, kPV = 4, kRescale = 5, kRowsumMma = 6, kPMma = 7 };
 // Diagnostic counters (ftcompile.ops.cuda_attention.ALARM_FIELDS).
 enum Alarm { kTileAlarms = 0, kTileFaults = 1, kFinalAlarms = 2, kRowsumAlarms = 3 };
 

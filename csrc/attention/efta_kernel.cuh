@@ -26,9 +26,11 @@
 //    reference does): exactly one element off is a single fault, several are uncorrectable. (The
 //    paper's locator, a weighted checksum, cannot tell two faults from one and then "corrects" onto
 //    a wrong value its own recheck accepts.)
-//  * rowsum (SNVR): l in [sum_k exp(m_k - m), n_keys] and equal to the MMA-path row sum; repaired from
-//    it. The MMA computes that row sum three times (three ones columns, free in the n8 tile) and the
-//    median is taken: with one copy, a fault in it made the repair replace a right l by a wrong one.
+//  * rowsum (SNVR): l in [sum_k exp(m_k - m), n_keys] and equal to the MMA-path row sum, else the block
+//    is recomputed and the row stored from the recomputation: a fault in l's FADD chain and one in the
+//    P the PV MMA consumed (packed after the tile's check) look alike here, so l is not "repaired" from
+//    the duplicate. The MMA computes that row sum three times (three ones columns, free in the n8 tile)
+//    and the median is taken, so a fault in one copy is outvoted without a recomputation.
 #pragma once
 #include "efta_common.cuh"
 #include "sm90_host.cuh"
@@ -304,6 +306,41 @@ __device__ __forceinline__ void pv_mma(State<D, MT>& st, const uint32_t (&pa)[MT
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) Elem<T>::mma(st.oc[mt], pa[mt][kk], bc[0], bc[1]);
     }
+  }
+}
+
+// The P-operand injection hook of tile cx.t: one 16-bit P value the PV MMA consumes (packed after the
+// tile's check), at (row, key) of the tile; pa in pack_p's layout.
+template <typename T, bool kProtect, bool kHooks, int MT>
+__device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][4][4], const Ctx& cx) {
+  if constexpr (kProtect && kHooks) {
+    for_recs(cx, kPMma, [&](int r, const InjRec& rec) {
+      const int rl = rec.row - cx.wrow0, col = rec.col, lane = cx.lane;
+      if ((lane >> 2) != (rl & 7) || (lane & 3) != ((col >> 1) & 3)) return;
+      const int mt = rl >> 4, nt = col >> 3, kk = nt >> 1, i = 2 * (nt & 1) + ((rl >> 3) & 1);
+      // Registers are indexed by constants only: select the word, corrupt its half, select it back.
+      uint32_t word = 0u;
+#pragma unroll
+      for (int m2 = 0; m2 < MT; ++m2)
+#pragma unroll
+        for (int k2 = 0; k2 < 4; ++k2)
+#pragma unroll
+          for (int i2 = 0; i2 < 4; ++i2) word = (m2 == mt && k2 == kk && i2 == i) ? pa[m2][k2][i2] : word;
+      float2 v = Elem<T>::unpack(word);
+      float& x = (col & 1) ? v.y : v.x;
+      const float before = x;
+      x = corrupt(before, rec);
+      cx.inj_log[2 * r] = before;
+      cx.inj_log[2 * r + 1] = x;
+      word = Elem<T>::pack(v.x, v.y);
+#pragma unroll
+      for (int m2 = 0; m2 < MT; ++m2)
+#pragma unroll
+        for (int k2 = 0; k2 < 4; ++k2)
+#pragma unroll
+          for (int i2 = 0; i2 < 4; ++i2)
+            if (m2 == mt && k2 == kk && i2 == i) pa[m2][k2][i2] = word;
+    });
   }
 }
 
@@ -798,27 +835,32 @@ __device__ __forceinline__ void tile_step(State<D, MT>& st, uint32_t sQ, uint32_
   online_update<D, kProtect, kHooks>(st, to, cx);
   uint32_t pa[MT][4][4];
   pack_p<T>(s, pa);
+  p_hooks<T, kProtect, kHooks>(pa, cx);
   pv_mma<T, D, kProtect>(st, pa, sV, sVc, L, lane);
   pv_hooks<D, kProtect, kHooks>(st, cx);
 }
 
+constexpr int kRedoRowsum = 8;  // finish_block's redo bits: the row sum's start here
+
 // End of a block (Algorithm 1, lines 21-29) for one warp whose rows start at row0: row sums and SNVR
 // on l, normalisation, verification of GEMM-II + rescale + normalisation, and the store. On the second
 // attempt (first = false), a row flagged by the final check is compared element by element with what
-// the first pass stored. Sets rerun where the block must be recomputed.
+// the first pass stored, and a row flagged by the row-sum check is stored from the recomputation.
+// Sets rerun where the block must be recomputed, and in redo why, per row: bit rr for the final
+// check, bit kRedoRowsum + rr for the row sum.
 template <typename T, int D, bool kProtect, int MT>
 __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, T* go, int row0, int lane, bool first,
-                                             bool (&redo)[2 * MT], bool& rerun, bool& nonfinite_in) {
+                                             uint32_t& redo, bool& rerun, bool& nonfinite_in) {
   const int tq = lane & 3, rq = lane >> 2;
   const bool fix = p.policy == kCorrect || p.policy == kRecompute;
   float inv[2 * MT];
-  bool has_key[2 * MT], row_nf[2 * MT];
+  bool has_key[2 * MT], row_nf[2 * MT], l_bad[2 * MT];
   float c1[2 * MT], ab[2 * MT];
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     st.l[rr] = quad_sum(st.l[rr]);
     has_key[rr] = st.m[rr] != -INFINITY;
-    row_nf[rr] = false;
+    row_nf[rr] = l_bad[rr] = false;
   }
   if constexpr (kProtect && kAbl < 4) {
     const int base = lane & ~3;
@@ -836,10 +878,13 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       c1[rr] = (c1a + c1b) * p.vc1_unscale;
       ab[rr] = abv * p.vc1_unscale;
       const int row = row0 + 16 * mt + 8 * hh + rq;
-      // Non-finite inputs surface as a non-finite max, MMA-path row sum or checksum: inputs, not faults.
-      row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || !isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
+      // Non-finite Q or K surface as a non-finite max: inputs, not faults. A non-finite MMA-path row
+      // sum or checksum with a finite max is non-finite V, or a fault in the P the PV MMA consumed:
+      // where the policy recomputes, the recomputation tells them apart (inputs repeat, a fault not).
+      const bool mma_nf = has_key[rr] && (!isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
+      row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || (mma_nf && (!first || !fix)));
       nonfinite_in |= row_nf[rr];
-      if (has_key[rr] && !row_nf[rr] && row < p.Sq && !(l4 == l5 && l5 == l6) && first && tq == 0) {
+      if (has_key[rr] && !row_nf[rr] && !mma_nf && row < p.Sq && !(l4 == l5 && l5 == l6) && first && tq == 0) {
         bump(p.counters, kDetected);  // a copy outvoted: the median is the row sum the checks use
         if (fix) bump(p.counters, kCorrected);
       }
@@ -849,17 +894,15 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
                         fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
       if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)
         dbg_ratio_max(p.dbg + 3, fabsf(st.l[rr] - lm), p.tol_agree * lm);
-      if (has_key[rr] && !row_nf[rr] && row < p.Sq && !l_ok) {
-        const bool lm_ok = lm >= st.lower[rr] * (1.f - tol_r) && lm <= upper * (1.f + tol_r);
-        if (first && tq == 0) {
-          bump(p.counters, kDetected);
-          if (fix) bump(p.counters, lm_ok ? kCorrected : kUncorrectable);
-          if (p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
-        }
-        if (fix) {
-          if (lm_ok) st.l[rr] = lm;  // repair from the MMA-path duplicate
-          else rerun |= p.policy == kRecompute;
-        }
+      // l and the MMA-path row sum disagree, or l left its SNVR range: l's FADD chain was hit, or the
+      // P the PV MMA consumed (packed to 16 bits after the tile's check), and the two look alike here.
+      // So the block is recomputed and the row stored from the recomputation, counted there. (Taking
+      // the duplicate as the repair made the second case a wrong row counted "corrected".)
+      l_bad[rr] = has_key[rr] && !row_nf[rr] && row < p.Sq && (!l_ok || mma_nf);
+      if (l_bad[rr] && first) {
+        if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
+        if (fix) redo |= 1u << (kRedoRowsum + rr), rerun = true;
+        else if (tq == 0) bump(p.counters, kDetected);
       }
     }
   }
@@ -886,18 +929,20 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const float thr = p.e_out * ab[rr] * inv[rr] + 1e-30f;
       const int row = row0 + 16 * mt + 8 * hh + rq;
       const float ratio = fabsf(s1 - c1[rr] * inv[rr]) / thr;
-      const bool bad = has_key[rr] && !row_nf[rr] && row < p.Sq && !(ratio <= 1.f);
+      // (A row the row-sum check sends to recomputation is stored from it: not checked here.)
+      const bool bad = has_key[rr] && !row_nf[rr] && !l_bad[rr] && row < p.Sq && !(ratio <= 1.f);
       if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) dbg_ratio_max(p.dbg + 2, ratio, 1.f);
       if (bad && first) {
         if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
-        if (fix) redo[rr] = true, rerun = true;  // counted after the comparison (attempt 2)
+        if (fix) redo |= 1u << rr, rerun = true;  // counted after the comparison (attempt 2)
         else if (tq == 0) bump(p.counters, kDetected);
       }
     }
   }
 
   // Store (rows past Sq are padding). On the recomputation, a row flagged by the final check is
-  // compared element by element with what the first pass stored.
+  // compared element by element with what the first pass stored; a row flagged by the row-sum check
+  // is stored as recomputed.
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -908,7 +953,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       bool write = row < p.Sq;
       if (kProtect && !first) {  // warp-uniform: the shuffles below need every lane
         int ndiff = 0;
-        if (row < p.Sq && redo[rr]) {
+        if (row < p.Sq && ((redo >> rr) & 1u)) {
 #pragma unroll
           for (int nt = 0; nt < D / 8; ++nt) {
             const uint32_t mine = Elem<T>::pack(st.o[mt][nt][2 * hh], st.o[mt][nt][2 * hh + 1]);
@@ -919,12 +964,19 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
         }
         ndiff += __shfl_xor_sync(kFull, ndiff, 1);
         ndiff += __shfl_xor_sync(kFull, ndiff, 2);
-        if (redo[rr]) {
+        if ((redo >> rr) & 1u) {
           if (tq == 0 && ndiff > 0) {  // nothing off: the alarm was no fault of the data
             bump(p.counters, kDetected);
             bump(p.counters, ndiff == 1 ? kCorrected : kUncorrectable);
           }
           write &= ndiff <= 1 || p.policy == kRecompute;
+        }
+        if (((redo >> (kRedoRowsum + rr)) & 1u) && row < p.Sq) {
+          if (tq == 0 && !row_nf[rr]) {  // a fault, unless it repeats (inputs, or beyond a fault)
+            bump(p.counters, kDetected);
+            bump(p.counters, l_bad[rr] ? kUncorrectable : kCorrected);
+          }
+          write = true;
         }
       }
       if (write) {
@@ -1000,9 +1052,7 @@ __global__ void __launch_bounds__(kThreads, 2) attn_fwd_kernel(const Params p) {
   };
 
   bool nonfinite_in = false;  // a non-finite input seen by this thread
-  bool redo[2 * MT];  // rows whose final check failed: compared with their recomputation
-#pragma unroll
-  for (int rr = 0; rr < 2 * MT; ++rr) redo[rr] = false;
+  uint32_t redo = 0u;  // rows whose final or row-sum check failed: see finish_block
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;

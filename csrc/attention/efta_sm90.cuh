@@ -279,6 +279,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
     // own registers and ~20 moves per tile into pa.
     pack_p<T>(s, pa);
+    p_hooks<T, kProtect, kHooks>(pa, cx);
     have_p = true;
     p_slot = slot;
     p_par = par;
@@ -392,7 +393,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   if constexpr (kCons == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   bool nonfinite_in = false;
-  bool redo[2] = {false, false};
+  uint32_t redo = 0u;
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
     const int pos0 = attempt * n_cta;

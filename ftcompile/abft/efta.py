@@ -19,8 +19,9 @@ Tiled online softmax over key tiles of BC keys, all query rows at once, fp32 thr
            (one copy hit by a fault is outvoted: counted, and it never reaches the output).
   rowsum   l = alpha l + rowsum(P).
   check 2  (once, at the end, Algorithm 1 lines 22-29) - l must lie in
-           [sum_k exp(m_k - m_final), n_keys] (SNVR) and agree with the MMA-path row sum, else it
-           is repaired from that duplicate; after normalisation every strided group of O is
+           [sum_k exp(m_k - m_final), n_keys] (SNVR) and agree with the MMA-path row sum, else
+           the row is recomputed (l or the P the PV products consumed was hit, and the two cannot
+           be told apart); after normalisation every strided group of O is
            checked against O^c1; a single fault is located with O^c2 and corrected by
            subtracting the residual (the paper's correction).
 Rows with no unmasked key give 0, as PyTorch's SDPA does.
@@ -124,20 +125,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
         alpha = torch.nan_to_num(alpha, nan=0.0)
         l = alpha * l + p.sum(-1)
         _inject(plan, t, "rowsum", l, site_name)
+        # P as the PV products consume it (in the kernels: packed to 16 bits after the check).
+        p_mma = p.clone() if plan.get((t, "p_mma")) else p
+        _inject(plan, t, "p_mma", p_mma, site_name)
         vt = torch.nn.functional.pad(v_pad[..., j0:j1, :], (0, 0, 0, width - (j1 - j0)))
         ones = torch.ones(width, 1, device=q.device)
-        l_mma = alpha[..., None] * l_mma + p @ ones
+        l_mma = alpha[..., None] * l_mma + p_mma @ ones
         _inject(plan, t, "rowsum_mma", l_mma[..., 0], site_name)
         o = alpha[..., None] * o
         if t:
             _inject(plan, t, "rescale", o, site_name)
-        o = o + p @ vt
+        o = o + p_mma @ vt
         venc_t = torch.nn.functional.pad(v_enc[..., j0:j1, :, :], (0, 0, 0, 0, 0, width - (j1 - j0)))
-        oc = alpha[..., None, None] * oc + torch.einsum("...qw,...wcg->...qcg", p, venc_t)
+        oc = alpha[..., None, None] * oc + torch.einsum("...qw,...wcg->...qcg", p_mma, venc_t)
         _inject(plan, t, "pv", o, site_name)
 
+    redo_rows = None
     if counts.checking:
-        l = _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name)
+        redo_rows = _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name)
     has_key = keep.any(-1)
     denom = torch.where(has_key, l, torch.ones_like(l))[..., None]
     o = torch.where(has_key[..., None], o / denom, torch.zeros_like(o))
@@ -149,9 +154,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
     var_p = ((pmax - mu_p) * mu_p).clamp_min(0)
     vb = b_stats(v_pad, -1)
     t_out = vabft_from_stats(mu_p, var_p, lv, vb, e, c_sigma)[..., None]
+    fresh_row = lambda rows: _recompute_row(q32, k32, v32, bias, keep, scale, lv * s, rows)
     if counts.checking:
-        o = _check_output(o, oc, t_out, counts, policy, site_name, lambda rows: _recompute_row(
-            q32, k32, v32, bias, keep, scale, lv * s, rows))
+        o = _check_output(o, oc, t_out, counts, policy, site_name, fresh_row, skip=redo_rows)
+    if redo_rows is not None:
+        for rows in redo_rows.nonzero().tolist():
+            o[tuple(rows)] = fresh_row(tuple(rows))
 
     if policy == "recompute" and counts.uncorrectable:
         o = _recompute_all(q32, k32, v32, bias, keep, scale)[..., :dv].clone()
@@ -210,13 +218,13 @@ def _inject(plan, t, stage, tensor, site_name):
         index = inj.spec.index
         if index is None:
             index = injection.draw_index(tuple(tensor.shape), g)
-        elif stage in ("score", "exp"):  # user indices are global key positions
+        elif stage in ("score", "exp", "p_mma"):  # user indices are global key positions
             if not t * BC <= index[-1] < t * BC + tensor.shape[-1]:
                 raise ValueError(f"FaultSpec index {tuple(index)}: key {index[-1]} is not in key "
                                  f"tile {t} (keys {t * BC}..{t * BC + tensor.shape[-1] - 1})")
             index = (*index[:-1], index[-1] - t * BC)
         injection.apply(tensor, inj, site_name, tuple(index), spread_step=checksum.STRIDE
-                        if stage in ("score", "exp", "pv", "rescale") else 1)
+                        if stage in ("score", "exp", "p_mma", "pv", "rescale") else 1)
 
 
 def _exp(st, m, live):
@@ -305,12 +313,16 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
 def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
     """SNVR range restriction on the row sum, plus agreement with the MMA-path duplicate (the
     median of its three copies; a copy that disagrees with the others is a detected fault,
-    corrected by the vote)."""
+    corrected by the vote). Returns the rows to recompute (policies correct and recompute), or
+    None: when l and the duplicate disagree, either l was hit or the P the PV products consumed
+    (after the tile's check), and the two look alike, so the row is recomputed rather than l
+    replaced by the duplicate (which made the second case a wrong row counted "corrected")."""
     lower = sum(torch.exp(tm - m).nan_to_num(0.0) for tm in tile_max)
     upper = keep.sum(-1).float()
     has_key = upper > 0
-    outvoted = has_key & ((l_mma != l_mma[..., :1]).any(-1) | l_mma.isnan().any(-1))
-    l_mma = l_mma.nanmedian(-1).values  # a NaN copy is outvoted like any other
+    same = (l_mma == l_mma[..., :1]) | (l_mma.isnan() & l_mma[..., :1].isnan())
+    outvoted = has_key & ~same.all(-1)
+    l_mma = l_mma.nanmedian(-1).values  # NaN only where every copy is (a fault in the P consumed)
     if bool(outvoted.any()):
         counts.detected += int(outvoted.sum())
         if policy == "raise":
@@ -319,24 +331,22 @@ def _check_rowsum(l, l_mma, m, tile_max, keep, counts, policy, site_name):
         if policy != "detect":
             counts.corrected += int(outvoted.sum())
     tol = 256 * U32
-    in_range = lambda x: (x >= lower * (1 - tol)) & (x <= upper * (1 + tol))
-    agree = (l - l_mma).abs() <= tol * l_mma.abs()
-    bad = has_key & ~(in_range(l) & agree)
+    in_range = (l >= lower * (1 - tol)) & (l <= upper * (1 + tol))
+    agree = torch.isfinite(l_mma) & ((l - l_mma).abs() <= tol * l_mma.abs())
+    bad = has_key & ~(in_range & agree)
     if not bool(bad.any()):
-        return l
+        return None
     counts.detected += int(bad.sum())
     if policy == "raise":
         from ..telemetry import FaultDetected
         raise FaultDetected(site_name, "a row-sum fault in attention")
     if policy == "detect":
-        return l
-    repairable = bad & in_range(l_mma)
-    counts.corrected += int(repairable.sum())
-    counts.uncorrectable += int((bad & ~repairable).sum())
-    return torch.where(repairable, l_mma, l)
+        return None
+    counts.corrected += int(bad.sum())
+    return bad
 
 
-def _check_output(o, oc, t_out, counts, policy, site_name, fresh_row=None):
+def _check_output(o, oc, t_out, counts, policy, site_name, fresh_row=None, skip=None):
     """Final check of GEMM-II + rescale + normalisation on every strided group of O.
 
     Correction recomputes the row (``fresh_row(rows)``: one row of plain attention) and
@@ -347,6 +357,8 @@ def _check_output(o, oc, t_out, counts, policy, site_name, fresh_row=None):
     groups = _groups(o)  # [..., Sq, 8, Lv]
     d = checksum.residuals(groups, oc.transpose(-1, -2))
     bad, _ = checksum.locate(groups, d, t_out.expand_as(d[..., 0]))
+    if skip is not None:  # rows the row-sum check sends to recomputation: checked there
+        bad &= ~skip[..., None]
     if not bool(bad.any()):
         return o
     counts.detected += int(bad.sum())

@@ -19,7 +19,7 @@ import torch
 from .. import cudagraphs
 
 GEMM_STAGES = ("accumulator", "output")
-ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma")
+ATTENTION_STAGES = ("score", "exp", "rowmax", "rowsum", "pv", "rescale", "rowsum_mma", "p_mma")
 STAGES = GEMM_STAGES + ATTENTION_STAGES
 FORMATS = {"fp32": (torch.float32, torch.int32, 32), "bf16": (torch.bfloat16, torch.int16, 16),
            "fp16": (torch.float16, torch.int16, 16)}
@@ -35,9 +35,10 @@ class FaultSpec:
              (QK^T element), "exp" (softmax numerator), "rowmax", "rowsum", "pv" (output
              accumulator after a tile's PV), "rescale" (output element after the online rescale),
              "rowsum_mma" (the row sum the PV MMA keeps in its checksum columns, one of its three
-             copies, after a tile's PV).
+             copies, after a tile's PV), "p_mma" (a softmax numerator as the PV MMA consumes it:
+             after the tile's check, in the kernels packed to 16 bits).
     index    element index in the stage's tensor (GEMM: (row, col) of the 2-D output; attention:
-             (b, h, i, j) for score/exp with j a global key position (it fixes the key tile),
+             (b, h, i, j) for score/exp/p_mma with j a global key position (it fixes the key tile),
              (b, h, i) for rowmax/rowsum/rowsum_mma, (b, h, i, d) for pv/rescale); None: drawn
              from ``seed``.
     k_step   k-tile (GEMM) or key tile (attention) at which to inject; None: drawn from ``seed``.

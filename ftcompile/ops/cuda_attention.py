@@ -23,8 +23,10 @@ GPU corrupt the same element. Differences, by design (see benchmarks/NOTES_atten
   * the final GEMM-II check covers a whole output row; a failing row is corrected as the reference
     does, by recomputation and comparison (the CTA's block is recomputed; compared on the stored
     16-bit output, so a fault below output rounding counts as none).
-  * a rowsum fault is repaired from the MMA-path row sum (as the reference: the median of its three
-    copies), whose 16-bit P rounding limits the agreement test to 2^-8 (bf16) / 2^-10 (fp16) relative.
+  * a row sum that disagrees with the MMA-path row sum (the median of its three copies) or leaves
+    its SNVR range is corrected by recomputing the CTA's block and storing the row from it (the
+    reference recomputes the row); the 16-bit P rounding of the MMA path limits the agreement test
+    to 2^-8 (bf16) / 2^-10 (fp16) relative.
 """
 from __future__ import annotations
 
@@ -51,8 +53,8 @@ POLICIES = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cu
 STAGE_IDS = {s: i for i, s in enumerate(injection.ATTENTION_STAGES)}
 MAX_INJECTIONS = 16
 # Reference order of injection points within a tile (efta.attention): score, rowmax, exp, rowsum,
-# rowsum_mma, rescale (tiles >= 1), pv.
-_REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "rowsum_mma", "rescale", "pv")
+# p_mma, rowsum_mma, rescale (tiles >= 1), pv.
+_REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "p_mma", "rowsum_mma", "rescale", "pv")
 
 # Threshold constants (NOTES_attention.md, "Thresholds"). A false alarm of the per-tile checks costs
 # time only (the tile is recomputed and compared), so C_GEMM is a worst-case bound, not a tight one.
@@ -262,13 +264,13 @@ def resolve_injections(injections: List[injection.Injection], batch: Tuple[int, 
             if stage == "rescale" and t == 0:
                 continue
             for inj, g in plan.get((t, stage), []):
-                shape = {"score": (*batch, sq, width), "exp": (*batch, sq, width),
+                shape = {"score": (*batch, sq, width), "exp": (*batch, sq, width), "p_mma": (*batch, sq, width),
                          "rowmax": (*batch, sq), "rowsum": (*batch, sq), "rowsum_mma": (*batch, sq),
                          "pv": (*batch, sq, lv8), "rescale": (*batch, sq, lv8)}[stage]
                 index = inj.spec.index
                 if index is None:
                     index = injection.draw_index(shape, g)
-                elif stage in ("score", "exp"):
+                elif stage in ("score", "exp", "p_mma"):
                     index = (*index[:-1], index[-1] - t * BLOCK_N)
                 index = tuple(int(i) for i in index)
                 if len(index) != len(shape):
@@ -276,7 +278,7 @@ def resolve_injections(injections: List[injection.Injection], batch: Tuple[int, 
                 index = tuple(i + n if i < 0 else i for i, n in zip(index, shape))
                 if any(not 0 <= i < n for i, n in zip(index, shape)):
                     raise IndexError(f"fault index {inj.spec.index} outside the {stage} tensor {shape}")
-                spread = s if stage in ("score", "exp", "pv", "rescale") else 1
+                spread = s if stage in ("score", "exp", "p_mma", "pv", "rescale") else 1
                 for c in range(inj.spec.count):
                     idx = list(index)
                     if c:
