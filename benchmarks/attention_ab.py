@@ -5,7 +5,8 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
 
     git archive HEAD csrc/attention csrc/common | tar -x -C /tmp/base   # the reference, before editing
     ATTN_AB_BASE=/tmp/base/csrc python benchmarks/attention_ab.py
-(ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.)
+(ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.
+ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build.)
 """
 import os
 
@@ -42,13 +43,14 @@ for h, d, s, causal in %r:
 def main():
     from concurrent.futures import ThreadPoolExecutor
     from ftcompile.ops.cuda_attention import build
-    base = os.environ.get("ATTN_AB_BASE")
+    base = os.environ.get("ATTN_AB_BASE", "")
+    bases = dict(v.partition("=")[::2] for v in base.split(";")) if "=" in base else ({"base": base} if base else {})
     with ThreadPoolExecutor(4) as ex:
         futs = {name: ex.submit(build, "ftcompile_efta_ab_" + name, flags) for name, flags in BUILDS.items()}
-        if base:
-            futs["base"] = ex.submit(build, "ftcompile_efta_ab_base", [], base)
+        for name, path in bases.items():
+            futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, [], path)
         libs = {name: f.result() for name, f in futs.items()}
-    order = (["base"] if base else []) + list(BUILDS)
+    order = list(bases) + list(BUILDS)
     run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag))
 
 
