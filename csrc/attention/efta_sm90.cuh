@@ -12,11 +12,9 @@
 //  * An alarmed tile is recomputed before its P reaches O, and the recomputed tile is what continues
 //    (the correction). d=128: the alarmed warp recomputes its 16 rows alone, with mma.sync from the
 //    K tile still in shared memory (redo_tile, out of line; no vote per tile); a row counts as a
-//    fault if its first pass failed a check and the recomputation passes them all. d=64: a warp that
-//    alarms holds tile t's online update back, and the warpgroup votes (bar.red.or: the wgmma needs
-//    all four warps) after issuing S(t+1), before PV(t); an alarm takes the warpgroup back to tile t
-//    for one more pass of the same loop body (only the alarmed warp uses it); counted if the data
-//    changed (the digests of the two passes).
+//    fault if its first pass failed a check and the recomputation passes them all. d=64: the alarm
+//    is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and tile t runs again
+//    through the same loop body; counted if the data changed (the digests of the two passes).
 //  * The end of the block (final GEMM-II check, row sums, store, block recomputation) is
 //    efta_kernel.cuh's finish_block; the producer streams the tiles again for a second attempt.
 #pragma once
@@ -176,54 +174,14 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 
   float acc[L::kN / 2];
   uint32_t pa[1][4][4];  // P of the tile whose PV is next
-  bool have_p = false;
+  bool have_p = false, confirming = false;
   int p_slot = 0;  // ring position of the tile whose PV is next
   uint32_t p_par = 0;
-  // d=64, the warpgroup's vote on an alarmed tile (kVote): taken after the next tile's S is issued, where
-  // the four warps meet anyway (that wgmma needs all of them), instead of between the checks and the
-  // online update. A warp that alarms holds its own update back (it knows at once); the vote then
-  // sends the warpgroup into a recomputation of that tile (redo: S again from the slot the tile still
-  // holds, the other warps' results unused) before its PV is issued.
-  constexpr bool kVote = kProtect && kAbl < 1 && !L::kWarpRedo;
-  bool pend_bad = false;  // kVote: this warp's alarm on the tile whose PV is next
-  bool redo = false;      // kVote: this pass recomputes a tile that was voted on
   // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
   // cost a spilled 64-bit base and its reload).
   const float* kn = kProtect ? p.kn + tile_base * 4 + tq : nullptr;
 
-  // The vote found an alarm on the tile whose PV is next: back to that tile, for a pass that
-  // recomputes it (its slot is still held: released only after its PV).
-  int t = 0;
-  const auto back_to_pending = [&] {
-    --t;
-    slot = p_slot;
-    par = p_par;
-    if constexpr (kProtect) kn -= 4;
-    have_p = false;
-    redo = true;
-  };
-  for (;;) {
-    if (t >= n) {
-      if (!have_p) break;
-      if constexpr (kVote) {  // the last tile's vote
-        if (__any_sync(kFull, named_bar_or(bar, 128, pend_bad))) {
-          back_to_pending();
-          continue;
-        }
-      }
-      mbar_wait(&ring.vfull[p_slot], p_par);
-      wgmma_fence();
-      issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence<D / 2>(&st.o[0][0][0]);
-      if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
-      cx.t = n - 1;
-      pv_hooks<D, kProtect, kHooks>(st, cx);
-      break;
-    }
+  for (int t = 0; t < n;) {
     const uint64_t dks = desc_add(dk, slot * L::kStage);
     mbar_wait(&ring.kfull[slot], par);
     wgmma_fence();
@@ -233,14 +191,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
                          desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
     wgmma_commit();
     const bool pv_flight = have_p;
-    if (pv_flight) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
-      if constexpr (kVote) {
-        if (__any_sync(kFull, named_bar_or(bar, 128, pend_bad))) {
-          wgmma_wait<0>();  // S(t), unused: tile t-1 is recomputed first
-          back_to_pending();
-          continue;
-        }
-      }
+    if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
       mbar_wait(&ring.vfull[p_slot], p_par);
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
       issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
@@ -266,9 +217,9 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     cx.t = t;
     cx.j0 = t * kBlockN;
     cx.A = kProtect ? __ldg(kn) : 0.f;
-    const bool hooks = kHooks && !redo;
+    const bool hooks = kHooks && !confirming;
     if constexpr (kProtect) {
-      if (redo && pend_bad) nonfinite_in |= any_nonfinite(s, sc);
+      if (confirming) nonfinite_in |= any_nonfinite(s, sc);
       if (hooks)
         for_recs(cx, kScore, [&](int r, const InjRec& rec) {
           inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
@@ -283,16 +234,17 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qtol, to, cx, hooks);
       check_tile<kProtect, false>(s, sc, st.qtol, to, cx);
     }
-    bool hold = false;  // kVote: no online update from this pass
-    if constexpr (kVote) {
-      if (redo) {
-        // The recomputed tile: the alarmed warp counts what changed and continues with it; the
-        // others keep what their first pass gave.
-        if (pend_bad) alarm_outcome(*a1, to, lane, p.policy, first, p.counters, p.alarms);
-        hold = !pend_bad;
-      } else if (__any_sync(kFull, tile_alarm(to))) {
+    bool again = false;
+    if constexpr (kProtect && kAbl < 1 && !L::kWarpRedo) {
+      // (__any_sync of a value already equal on every lane: it tells the compiler so, and the loop's
+      // control - and with it the ring slot and the descriptors - stays in uniform registers.)
+      const bool bad = __any_sync(kFull, named_bar_or(bar, 128, tile_alarm(to)));
+      if (confirming) {
+        alarm_outcome(*a1, to, lane, p.policy, first, p.counters, p.alarms);
+        confirming = false;
+      } else if (bad) {
         *a1 = alarm_record(to);
-        hold = true;
+        confirming = again = true;
       }
     }
     if constexpr (kProtect && kAbl < 1 && L::kWarpRedo) {
@@ -321,16 +273,13 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       cp.t = t - 1;
       pv_hooks<D, kProtect, kHooks>(st, cp);
     }
-    if (!hold) {
-      online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
-      // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
-      // own registers and ~20 moves per tile into pa.
-      pack_p<T>(s, pa);
-      p_hooks<T, kProtect, kHooks>(pa, cx);  // once per tile: where its P is settled
-    }
-    // After a recomputation the tile's P is settled: its vote finds no alarm, and its PV is next.
-    pend_bad = hold && !redo;
-    redo = false;
+    if (again) continue;  // tile t once more: its slot is released only after its PV
+
+    online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
+    // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
+    // own registers and ~20 moves per tile into pa.
+    pack_p<T>(s, pa);
+    p_hooks<T, kProtect, kHooks>(pa, cx);
     have_p = true;
     p_slot = slot;
     p_par = par;
@@ -340,6 +289,19 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     }
     ++t;
     if constexpr (kProtect) kn += 4;
+  }
+  if (have_p) {
+    mbar_wait(&ring.vfull[p_slot], p_par);
+    wgmma_fence();
+    issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence<D / 2>(&st.o[0][0][0]);
+    if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
+    cx.t = n - 1;
+    pv_hooks<D, kProtect, kHooks>(st, cx);
   }
 }
 
@@ -471,7 +433,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       if (first) grid_dep_wait();  // the key norms: the prepass's
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
     Alarm1<1>* a1 = L::kAlarmRecs ? alarm_recs + (tid - 128) : nullptr;
-    const int mfrom = __shfl_sync(kFull, masked_from(p, b, h, row0), 0);  // warp-uniform: kept in a uniform register
+    // The first masked tile, warp-uniform; through a shuffle the compiler knows it and keeps it in a
+    // uniform register, so the tile loop's masked/unmasked branch is a uniform one (run 40b: d=64
+    // -7..-8 % protected, -3..-4 % unprotected; without it the d=64 protected kernel spilled).
+    const int mfrom = __shfl_sync(kFull, masked_from(p, b, h, row0), 0);
     if (kProtect && first && injected)
       consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, kBarOr + c);
     else
