@@ -573,9 +573,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         to.M[rr] = mul_ftz(pe[rr], po[rr]);  // 2^126 times the product
         underflow |= !(to.M[rr] >= 0x1p-126f);  // zero (or NaN: the exact path reports it)
       }
-      // Taken by the whole warp when any lane needs it (a warp runs the path anyway when one lane
-      // does): a uniform branch needs no reconvergence barrier around the softmax.
-      if (__any_sync(kFull, underflow)) {
+      if (underflow) {
         exact_log2_products(s, to, meas);
       } else {
 #pragma unroll
