@@ -90,7 +90,7 @@ def gemm_variants():
         out.append((f"{m}x{n}x{k} cuBLAS", lambda x=x, w=w: F.linear(x, w)))
         for protect in (False, True):
             out.append((f"{m}x{n}x{k} global {'on' if protect else 'off'}",
-                        lambda x=x, w=w, p=protect: cuda_gemm.run("global", x, w, None, site, protect=p,
+                        lambda x=x, w=w, p=protect: cuda_gemm.run("linear_global", x, w, None, site, protect=p,
                                                                   inject=False)))
     return out
 

@@ -112,7 +112,9 @@ __global__ void __launch_bounds__(THREADS, 2)
   Smem& sm = *reinterpret_cast<Smem*>(base + (ring > C::PART ? ring : C::PART));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring once the k-loop is done
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // The warp index through a shuffle: warp-uniform to the compiler, so the k-loop (its trip count
+  // is the warp's) is not a divergent one and needs no WARPSYNC per iteration.
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
   const int S = args.split;
   const int rank = (int)cluster_rank();
   const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;

@@ -1,0 +1,53 @@
+"""A/B of builds of the GEMM kernel library in alternating processes (each loaded through
+FTCOMPILE_GEMM_LIB): the working tree's sources (and flag variants, GEMM_AB_FLAGS) against snapshots
+of reference sources (GEMM_AB_BASE), on the thread scheme's decode and few-row shapes: cuBLAS and
+the auto thread kernel protected and not, variants timed in turn from CUDA graphs.
+
+    git archive HEAD csrc/gemm csrc/common | tar -x -C /tmp/base   # the reference, before editing
+    GEMM_AB_BASE=/tmp/base/csrc python benchmarks/gemm_ab.py
+(GEMM_AB_FLAGS: "name=-DX=1;name2=..." for flag variants of the tree; GEMM_AB_BASE: one snapshot, or
+several as "name=path;name2=path2"; GEMM_AB_ROUNDS: rounds, default 2: the first process of a
+run can be slower in every variant, cuBLAS included, so a third round helps.)
+"""
+import os
+
+from alternate import run_alternating
+
+BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
+          os.environ.get("GEMM_AB_FLAGS", "tree=").split(";"))}
+SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
+SHAPES += [(1, 2304, 768), (1, 768, 3072), (64, 4096, 4096)]
+
+CHILD = r'''
+import sys; sys.path.insert(0, "benchmarks")
+import torch
+from bench_gemm import Runner, graph_times, make_sets
+r = Runner()
+for m, n, k in %r:
+    sets = make_sets(m, n, k, torch.bfloat16, budget=6 << 30)
+    t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", "linear_thread"),
+                     "off": r.variant("off", "linear_thread")}, sets)
+    print(f"%s {m}x{n}x{k}: " + "  ".join(f"{l} {v * 1e3:.2f}" for l, v in t.items())
+          + f"  on/cublas {t['on'] / t['cublas']:.3f}  off/cublas {t['off'] / t['cublas']:.3f}", flush=True)
+'''
+
+
+def main():
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+    from ftcompile.ops import cuda
+    base = os.environ.get("GEMM_AB_BASE", "")
+    bases = dict(v.partition("=")[::2] for v in base.split(";")) if "=" in base else ({"base": base} if base else {})
+    with ThreadPoolExecutor(4) as ex:
+        futs = {name: ex.submit(cuda.build_library, "gemm", "ftcompile_gemm_ab_" + name, flags)
+                for name, flags in BUILDS.items()}
+        for name, path in bases.items():
+            futs[name] = ex.submit(cuda.build_library, "gemm", "ftcompile_gemm_ab_" + name, (), (), False, Path(path))
+        libs = {name: f.result() for name, f in futs.items()}
+    order = list(bases) + list(BUILDS)
+    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB", lambda tag: CHILD % (SHAPES, tag),
+                    rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
+
+
+if __name__ == "__main__":
+    main()
