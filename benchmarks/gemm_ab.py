@@ -27,7 +27,8 @@ for m, n, k in %r:
     sets = make_sets(m, n, k, torch.bfloat16, budget=6 << 30)
     t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", "linear_thread"),
                      "off": r.variant("off", "linear_thread")}, sets)
-    print(f"%s {m}x{n}x{k}: " + "  ".join(f"{l} {v * 1e3:.2f}" for l, v in t.items())
+    nbytes = (m * k + n * k + m * n + n) * 2
+    print(f"%s {m}x{n}x{k}: " + "  ".join(f"{l} {v * 1e3:.2f} ({nbytes / v / 1e9:.2f} TB/s)" for l, v in t.items())
           + f"  on/cublas {t['on'] / t['cublas']:.3f}  off/cublas {t['off'] / t['cublas']:.3f}", flush=True)
 '''
 
