@@ -116,7 +116,8 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
 
   // The warp index through a shuffle: warp-uniform to the compiler, so the k-loop (its trip count
   // is the warp's) is not a divergent one and needs no WARPSYNC per iteration.
-  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32, g = lane / 4, c = lane % 4;
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0);
+  const int lane = tid % 32, g = lane / 4, c = lane % 4;
   const int S = args.split;
   const int rank = S > 1 ? (int)cluster_rank() : 0;
   const int tile = blockIdx.x / S, mb = blockIdx.y, b = blockIdx.z;
