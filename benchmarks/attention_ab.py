@@ -8,12 +8,10 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
 (ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.
 ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build.)
 """
-import os
 
-from alternate import run_alternating
+from alternate import flag_builds, run_alternating, snapshot_bases
 
-BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
-          os.environ.get("ATTN_AB_FLAGS", "tree=").split(";"))}
+BUILDS = flag_builds("ATTN_AB_FLAGS")
 CONFIGS = [(16, 64, s, False) for s in (512, 2048, 4096, 16384)] + [(32, 128, s, False) for s in (512, 2048, 4096, 16384)]
 CONFIGS += [(16, 64, 4096, True), (32, 128, 4096, True)]
 
@@ -43,8 +41,7 @@ for h, d, s, causal in %r:
 def main():
     from concurrent.futures import ThreadPoolExecutor
     from ftcompile.ops.cuda_attention import build
-    base = os.environ.get("ATTN_AB_BASE", "")
-    bases = dict(v.partition("=")[::2] for v in base.split(";")) if "=" in base else ({"base": base} if base else {})
+    bases = snapshot_bases("ATTN_AB_BASE")
     with ThreadPoolExecutor(4) as ex:
         futs = {name: ex.submit(build, "ftcompile_efta_ab_" + name, flags) for name, flags in BUILDS.items()}
         for name, path in bases.items():

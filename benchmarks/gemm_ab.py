@@ -11,10 +11,9 @@ run can be slower in every variant, cuBLAS included, so a third round helps.)
 """
 import os
 
-from alternate import run_alternating
+from alternate import flag_builds, run_alternating, snapshot_bases
 
-BUILDS = {name: flags.split() for name, _, flags in (v.partition("=") for v in
-          os.environ.get("GEMM_AB_FLAGS", "tree=").split(";"))}
+BUILDS = flag_builds("GEMM_AB_FLAGS")
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
 SHAPES += [(1, 2304, 768), (1, 768, 3072), (64, 4096, 4096)]
 
@@ -37,8 +36,7 @@ def main():
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
     from ftcompile.ops import cuda
-    base = os.environ.get("GEMM_AB_BASE", "")
-    bases = dict(v.partition("=")[::2] for v in base.split(";")) if "=" in base else ({"base": base} if base else {})
+    bases = snapshot_bases("GEMM_AB_BASE")
     with ThreadPoolExecutor(4) as ex:
         futs = {name: ex.submit(cuda.build_library, "gemm", "ftcompile_gemm_ab_" + name, flags)
                 for name, flags in BUILDS.items()}

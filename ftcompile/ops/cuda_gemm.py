@@ -633,9 +633,10 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     NOTES_gemm.md; x's range now comes from the consumers' A fragments, run 37a: median on/cuBLAS
     1.193 -> 1.142, the row check still cheaper at K >= 4096 but for 2048x1024x4096; at 256 wide,
     its checksums from a second wgmma, it loses to the row check by 4-12 %, run 38a); the row
-    check 2-8 % at long K but 20-50 % at K <= 3072 (its cross-CTA tail). So: the tile check where K <= 3072 and its widths (192, 128) cost no more waves x width than
-    the unprotected kernel's best (run 25h, rows -> tiles: 8192x2304x768 1.35 -> 1.28x cuBLAS,
-    4096x768x768 1.60 -> 1.24, 1024^3 2.32 -> 1.95); the row check at longer K, where 256-wide
+    check 2-8 % at long K but 20-50 % at K <= 3072 (its cross-CTA tail). So: the tile check where
+    K <= 3072 and its widths (192, 128) cost no more waves x width than the unprotected kernel's
+    best (run 25h, rows -> tiles: 8192x2304x768 1.35 -> 1.28x cuBLAS, 4096x768x768 1.60 -> 1.24,
+    1024^3 2.32 -> 1.95); the row check at longer K, where 256-wide
     tiles are cheaper (2048^3). With few rows (bandwidth-bound) the row check's tail, every
     N-tile's sums landed before one CTA verifies the rows, is most of its cost: the tile check wins
     with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
