@@ -6,8 +6,11 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
     git archive HEAD csrc/attention csrc/common | tar -x -C /tmp/base   # the reference, before editing
     ATTN_AB_BASE=/tmp/base/csrc python benchmarks/attention_ab.py
 (ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.
-ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build.)
+ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build;
+ATTN_AB_ROUNDS: rounds, default 2.)
 """
+
+import os
 
 from alternate import flag_builds, run_alternating, snapshot_bases
 
@@ -48,7 +51,8 @@ def main():
             futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, [], path)
         libs = {name: f.result() for name, f in futs.items()}
     order = list(bases) + list(BUILDS)
-    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag))
+    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag),
+                    rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
 
 
 if __name__ == "__main__":

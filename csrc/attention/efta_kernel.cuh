@@ -37,8 +37,10 @@
 
 // Measurement only (benchmarks/bench_attention.py --ablate): remove protection steps one by one to
 // see what each costs. 1: no alarm confirmation (the slow path and, in the wgmma kernel, the
-// per-tile vote that enters it); 2: + no injection hooks; 3: + no per-element checks; 4: + no
-// checksum MMAs or final checks. Detection is broken for any level > 0.
+// per-tile vote that enters it; the wgmma kernel keeps the checks' verdict live, folded into a flag
+// read once per block, so that the compiler does not drop the checks); 2: + no injection hooks, and
+// of the per-element checks only the products (no per-row verification, no rowmax SNVR); 3: + no
+// per-element checks; 4: + no checksum MMAs or final checks. Detection is broken for any level > 0.
 #ifndef EFTA_ABLATE
 #define EFTA_ABLATE 0
 #endif
@@ -105,6 +107,7 @@ struct State {
 template <int MT>
 struct TileOut {
   float m_new[2 * MT], tm[2 * MT], lsum[2 * MT], gs[2 * MT], gx[2 * MT], M[2 * MT], M2[2 * MT];
+  float mx[2 * MT];  // m_new in log2 units (0 for a row with no live key yet), as the exponentials took it
   uint32_t E[2 * MT], E2[2 * MT];  // two partial sums/products each: half the dependency chain
   bool grpbad[2 * MT];
   // The rowmax check's lane bits (softmax_tile): bit rr, the lane's local max of row rr is above the
@@ -439,7 +442,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
       });
   }
 
-  float mx[2 * MT], mu[2 * MT];
+  float mu[2 * MT];
+  float (&mx)[2 * MT] = to.mx;
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     mu[rr] = to.m_new[rr] == -INFINITY ? 0.f : to.m_new[rr];  // a row with no live key yet
@@ -481,11 +485,13 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
     // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
     // Only the lane's bits here, after the exponentials, whose inputs it does not gate; the quad's
     // verdict is taken where it is read (tile_alarm, the rare paths).
-    uint32_t bits = kAbl < 3 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
+    uint32_t bits = kAbl < 2 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
+    if constexpr (kAbl < 2) {
 #pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) {
-      if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
-      if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
+      for (int rr = 0; rr < 2 * MT; ++rr) {
+        if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
+        if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
+      }
     }
     to.snvr = bits;
   }
@@ -549,7 +555,31 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
       to.M[rr] = 1.f;
     }
   }
-  if constexpr (kProtect && kAbl < 3) {
+  if constexpr (kProtect && kAbl == 2) {  // measurement: the products alone, no per-row verification
+    float meas[2 * MT];
+    if constexpr (kMasked) {
+      exact_log2_products(s, to, meas);
+    } else {
+      float pe[2 * MT], po[2 * MT];
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) pe[rr] = po[rr] = 0x1p63f;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int rr = 2 * mt + (e >> 1);
+            if (nt & 1) po[rr] = mul_ftz(po[rr], s[mt][nt][e]);
+            else pe[rr] = mul_ftz(pe[rr], s[mt][nt][e]);
+          }
+#pragma unroll
+      for (int rr = 0; rr < 2 * MT; ++rr) to.M[rr] = mul_ftz(pe[rr], po[rr]);
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2 * MT; ++rr) to.grpbad[rr] = !(to.M[rr] > 0.f);
+  }
+  if constexpr (kProtect && kAbl < 2) {
     float meas[2 * MT];
     if constexpr (kMasked) {
       exact_log2_products(s, to, meas);
@@ -583,7 +613,6 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
       const int mt = rr >> 1, hh = rr & 1;
-      const float mx = (to.m_new[rr] == -INFINITY ? 0.f : to.m_new[rr]) * kLog2e;
       // scale * S^c in log2 units, and the GEMM-I bound |sum S - S^c| in the same units: qtol
       // (scale log2(e) C_GEMM ||q||, per row) times the tile's sum of ||k||.
       const float a = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.ka;
@@ -595,7 +624,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
         if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
-        const float b = 16.f * mx;
+        const float b = 16.f * to.mx[rr];  // softmax_tile's value: no second multiply and select
         const float d = fabsf(meas[rr] - (a - b));
         const float tol = fmaf(0x1p-20f, fabsf(a) + fabsf(b), fmaf(qtol[rr], cx.A, 0x1p-16f));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
@@ -637,10 +666,10 @@ __device__ __forceinline__ bool row_bad(uint32_t quad_bits, int rr) {
 }
 
 // Whether the tile fails a check in this lane's rows (a group check, or the rowmax check of the
-// lane's quad); the callers take the warp's or the warpgroup's vote of it.
+// lane's quad); the callers take the warp's vote of it.
 template <int MT>
 __device__ __forceinline__ bool tile_alarm(const TileOut<MT>& to) {
-  const uint32_t q = quad_snvr(to);
+  const uint32_t q = kAbl < 2 ? quad_snvr(to) : to.snvr;
   bool bad = false;
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) bad |= row_bad(q, rr) | to.grpbad[rr];
@@ -847,12 +876,15 @@ constexpr int kRedoRowsum = 8;  // finish_block's redo bits: the row sum's start
 // attempt (first = false), a row flagged by the final check is compared element by element with what
 // the first pass stored, and a row flagged by the row-sum check is stored from the recomputation.
 // Sets rerun where the block must be recomputed, and in redo why, per row: bit rr for the final
-// check, bit kRedoRowsum + rr for the row sum.
+// check, bit kRedoRowsum + rr for the row sum. quiet (first attempt): the warp's data is to be
+// replaced by the block's recomputation anyway (a tile alarmed, efta_sm90.cuh): rerun, judge nothing.
 template <typename T, int D, bool kProtect, int MT>
 __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, T* go, int row0, int lane, bool first,
-                                             uint32_t& redo, bool& rerun, bool& nonfinite_in) {
+                                             uint32_t& redo, bool& rerun, bool& nonfinite_in, bool quiet = false) {
   const int tq = lane & 3, rq = lane >> 2;
   const bool fix = p.policy == kCorrect || p.policy == kRecompute;
+  const bool judge = !(first && quiet);
+  if (!judge) rerun = true;
   float inv[2 * MT];
   bool has_key[2 * MT], row_nf[2 * MT], l_bad[2 * MT];
   float c1[2 * MT], ab[2 * MT];
@@ -884,7 +916,8 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       const bool mma_nf = has_key[rr] && (!isfinite(lm) || !isfinite(c1[rr]) || !isfinite(ab[rr]));
       row_nf[rr] = has_key[rr] && (!isfinite(st.m[rr]) || (mma_nf && (!first || !fix)));
       nonfinite_in |= row_nf[rr];
-      if (has_key[rr] && !row_nf[rr] && !mma_nf && row < p.Sq && !(l4 == l5 && l5 == l6) && first && tq == 0) {
+      if (has_key[rr] && !row_nf[rr] && !mma_nf && row < p.Sq && !(l4 == l5 && l5 == l6) && first && judge &&
+          tq == 0) {
         bump(p.counters, kDetected);  // a copy outvoted: the median is the row sum the checks use
         if (fix) bump(p.counters, kCorrected);
       }
@@ -899,7 +932,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       // So the block is recomputed and the row stored from the recomputation, counted there. (Taking
       // the duplicate as the repair made the second case a wrong row counted "corrected".)
       l_bad[rr] = has_key[rr] && !row_nf[rr] && row < p.Sq && (!l_ok || mma_nf);
-      if (l_bad[rr] && first) {
+      if (l_bad[rr] && first && judge) {
         if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kRowsumAlarms, 1ull);
         if (fix) redo |= 1u << (kRedoRowsum + rr), rerun = true;
         else if (tq == 0) bump(p.counters, kDetected);
@@ -932,7 +965,7 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
       // (A row the row-sum check sends to recomputation is stored from it: not checked here.)
       const bool bad = has_key[rr] && !row_nf[rr] && !l_bad[rr] && row < p.Sq && !(ratio <= 1.f);
       if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq) dbg_ratio_max(p.dbg + 2, ratio, 1.f);
-      if (bad && first) {
+      if (bad && first && judge) {
         if (tq == 0 && p.alarms != nullptr) atomicAdd(p.alarms + kFinalAlarms, 1ull);
         if (fix) redo |= 1u << rr, rerun = true;  // counted after the comparison (attempt 2)
         else if (tq == 0) bump(p.counters, kDetected);

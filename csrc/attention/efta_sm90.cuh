@@ -9,12 +9,15 @@
 //    through a ring of kStages slots.
 //  * Per key tile t a consumer warpgroup issues S(t) = Q K(t)^T, then O += P(t-1) V(t-1), waits for
 //    S(t) only and runs tile t's softmax and checks while PV(t-1) is on the tensor cores.
-//  * An alarmed tile is recomputed before its P reaches O, and the recomputed tile is what continues
-//    (the correction). d=128: the alarmed warp recomputes its 16 rows alone, with mma.sync from the
-//    K tile still in shared memory (redo_tile, out of line; no vote per tile); a row counts as a
-//    fault if its first pass failed a check and the recomputation passes them all. d=64: the alarm
-//    is made warpgroup-uniform (bar.red.or: the wgmma needs all four warps) and tile t runs again
-//    through the same loop body; counted if the data changed (the digests of the two passes).
+//  * An alarmed tile's P never reaches the stored output. d=64 (B25): the warp records its first
+//    alarmed tile (which checks failed, the digests of the checked data) and goes on; the whole
+//    block is then recomputed (the second attempt, which a failed final check also takes), and that
+//    tile's recomputation is compared with the record: data that changed was a fault (counted, and
+//    the recomputed block is what is stored: the correction), data that repeats was not (inputs, or
+//    data the checks cannot take). d=128: the alarmed warp recomputes its 16 rows of the tile alone,
+//    with mma.sync from the K tile still in shared memory (redo_tile, out of line), before the tile's
+//    P reaches O; a row counts as a fault if its first pass failed a check and the recomputation
+//    passes them all.
 //  * The end of the block (final GEMM-II check, row sums, store, block recomputation) is
 //    efta_kernel.cuh's finish_block; the producer streams the tiles again for a second attempt.
 #pragma once
@@ -25,7 +28,6 @@
 namespace efta {
 namespace h90 {
 
-constexpr int kBarOr = 1;  // named barriers 1, 2, 3: the alarm vote of consumer warpgroup 0, 1, 2 (d=64)
 
 template <int D, bool kProtect>
 struct Lay {
@@ -49,10 +51,13 @@ struct Lay {
   // per k-step. (A K-major m64n8 wgmma of its own cost 4 wgmmas and their descriptors per tile.)
   static constexpr int kVc = kProtect ? kVHalf : 0;
   static constexpr int kStage = kK + kV + kVc;  // a multiple of 1024 (swizzle atoms)
-  // How an alarmed tile is recomputed. The warp alone, out of line, at d=128 (no vote per tile:
-  // -2..-5 % time). Not at d=64: at 160 registers per thread the call's live state spilled inside
-  // the loop (22 local-memory requests per tile, +1..+2.5 % time; NOTES_attention.md B10), so there
-  // the warpgroup votes and reruns the loop body, the first pass's record waiting in shared memory.
+  // How an alarmed tile is corrected. d=64 (B25): the warp notes its first alarmed tile and the
+  // record of its first pass (shared memory, one per consumer thread) and goes on; the block is
+  // recomputed (the second attempt, as for a failed final check), and the tile's recomputation is
+  // compared with the record: data that changed was a fault. No vote and no recomputation inside
+  // the tile loop (the warpgroup vote per tile, before, cost 3-5 %: runs 41a-b). d=128: the warp
+  // recomputes its rows of the tile alone, with mma.sync, out of line (redo_tile; as fast as B25
+  // there, run 41b, and a fault costs a tile instead of a block).
   static constexpr bool kWarpRedo = D == 128;
   static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
   static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
@@ -156,12 +161,12 @@ struct Ring {
 
 // A consumer warpgroup's pass over its key tiles (ring positions pos0 ...). kHooks: the instantiation
 // that applies fault injections (first attempt of a warpgroup a fault targets); the other carries none.
-// a1, bar (d=64): this thread's alarm record and the warpgroup's named barrier for the vote (from
-// the uniform warpgroup index: derived from the thread index instead, ptxas re-read it every tile).
+// a1, alarm_t: this thread's alarm record and the warp's first alarmed tile (-1: none): written on
+// the first attempt, compared with the tile's recomputation on the second.
 template <typename T, int D, bool kProtect, bool kHooks>
 __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
                                         int n, int mfrom, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1,
-                                        int bar) {
+                                        int& alarm_t) {
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
@@ -174,7 +179,9 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 
   float acc[L::kN / 2];
   uint32_t pa[1][4][4];  // P of the tile whose PV is next
-  bool have_p = false, confirming = false;
+  bool have_p = false, sticky = false;
+  // The tile to compare on the second attempt (warp-uniform through the shuffle: a uniform register).
+  const int redo_t = __shfl_sync(kFull, first ? -1 : alarm_t, 0);
   int p_slot = 0;  // ring position of the tile whose PV is next
   uint32_t p_par = 0;
   // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
@@ -217,9 +224,8 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     cx.t = t;
     cx.j0 = t * kBlockN;
     cx.A = kProtect ? __ldg(kn) : 0.f;
-    const bool hooks = kHooks && !confirming;
+    const bool hooks = kHooks;
     if constexpr (kProtect) {
-      if (confirming) nonfinite_in |= any_nonfinite(s, sc);
       if (hooks)
         for_recs(cx, kScore, [&](int r, const InjRec& rec) {
           inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
@@ -234,17 +240,20 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qtol, to, cx, hooks);
       check_tile<kProtect, false>(s, sc, st.qtol, to, cx);
     }
-    bool again = false;
+    if constexpr (kProtect && kAbl >= 1 && kAbl < 3) sticky |= tile_alarm(to);  // measurement builds
     if constexpr (kProtect && kAbl < 1 && !L::kWarpRedo) {
-      // (__any_sync of a value already equal on every lane: it tells the compiler so, and the loop's
-      // control - and with it the ring slot and the descriptors - stays in uniform registers.)
-      const bool bad = __any_sync(kFull, named_bar_or(bar, 128, tile_alarm(to)));
-      if (confirming) {
-        alarm_outcome(*a1, to, lane, p.policy, first, p.counters, p.alarms);
-        confirming = false;
-      } else if (bad) {
-        *a1 = alarm_record(to);
-        confirming = again = true;
+      // (__any_sync of a value already equal on every lane: it tells the compiler so, and the branch
+      // stays a uniform one.)
+      if (__any_sync(kFull, tile_alarm(to)) || t == redo_t) {  // rare
+        if (first) {
+          if (alarm_t < 0) {  // the warp's first alarm: the block is recomputed, and this tile compared
+            *a1 = alarm_record(to);
+            alarm_t = t;
+          }
+        } else if (t == redo_t) {
+          nonfinite_in |= any_nonfinite(s, sc);  // inputs repeat, a fault does not
+          alarm_outcome(*a1, to, lane, p.policy, true, p.counters, p.alarms);
+        }
       }
     }
     if constexpr (kProtect && kAbl < 1 && L::kWarpRedo) {
@@ -273,7 +282,6 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       cp.t = t - 1;
       pv_hooks<D, kProtect, kHooks>(st, cp);
     }
-    if (again) continue;  // tile t once more: its slot is released only after its PV
 
     online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
     // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
@@ -303,6 +311,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     cx.t = n - 1;
     pv_hooks<D, kProtect, kHooks>(st, cx);
   }
+  nonfinite_in |= sticky;  // (measurement builds: keeps their checks' verdict live)
 }
 
 template <typename T, int D, bool kProtect>
@@ -394,6 +403,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   bool nonfinite_in = false;
   uint32_t redo = 0u;
+  int alarm_t = -1;  // the warp's first alarmed tile (B25)
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
     const int pos0 = attempt * n_cta;
@@ -438,9 +448,9 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     // -7..-8 % protected, -3..-4 % unprotected; without it the d=64 protected kernel spilled).
     const int mfrom = __shfl_sync(kFull, masked_from(p, b, h, row0), 0);
     if (kProtect && first && injected)
-      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, kBarOr + c);
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, alarm_t);
     else
-      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, kBarOr + c);
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, alarm_t);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
     for (int t = n; t < n_cta; ++t) {
       const int slot = (pos0 + t) % S;
@@ -451,7 +461,9 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       if (lane == 0) mbar_arrive(&ring.empty[slot]);
     }
     T* go = reinterpret_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
-    finish_block<T, D, kProtect, 1>(st, p, go, row0, lane, first, redo, rerun, nonfinite_in);
+    // A warp whose tile alarmed holds data the block's recomputation replaces: its end checks judge
+    // nothing on this attempt (they would count the same fault again).
+    finish_block<T, D, kProtect, 1>(st, p, go, row0, lane, first, redo, rerun, nonfinite_in, alarm_t >= 0);
       if constexpr (!kProtect) break;
     // A second pass of the whole block (no injection, no counts): the correction of a failed final
     // check, and policy "recompute" after an uncorrectable fault.

@@ -57,7 +57,8 @@ MAX_INJECTIONS = 16
 _REF_STAGE_ORDER = ("score", "rowmax", "exp", "rowsum", "p_mma", "rowsum_mma", "rescale", "pv")
 
 # Threshold constants (NOTES_attention.md, "Thresholds"). A false alarm of the per-tile checks costs
-# time only (the tile is recomputed and compared), so C_GEMM is a worst-case bound, not a tight one.
+# time only (the tile, or in the wgmma kernel its block, is recomputed and the tile compared), so
+# C_GEMM is a worst-case bound, not a tight one.
 C_GEMM = 2.0 ** -16  # |sum S - S^c| <= C_GEMM * ||q|| * sum_k ||k|| (hi/lo checksum + fp32 MMA sums)
 TOL_AGREE = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -10}  # l vs sum of 16-bit P
 REPR_OUT = {torch.bfloat16: 2.0 ** -22, torch.float16: 2.0 ** -19}  # V checksum representation
