@@ -553,31 +553,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
       to.M[rr] = 1.f;
     }
   }
-  if constexpr (kProtect && kAbl == 2) {  // measurement: the products alone, no per-row verification
-    float meas[2 * MT];
-    if constexpr (kMasked) {
-      exact_log2_products(s, to, meas);
-    } else {
-      float pe[2 * MT], po[2 * MT];
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) pe[rr] = po[rr] = 0x1p63f;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int rr = 2 * mt + (e >> 1);
-            if (nt & 1) po[rr] = mul_ftz(po[rr], s[mt][nt][e]);
-            else pe[rr] = mul_ftz(pe[rr], s[mt][nt][e]);
-          }
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) to.M[rr] = mul_ftz(pe[rr], po[rr]);
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) to.grpbad[rr] = !(to.M[rr] > 0.f);
-  }
-  if constexpr (kProtect && kAbl < 2) {
+  if constexpr (kProtect && kAbl < 3) {
     float meas[2 * MT];
     if constexpr (kMasked) {
       exact_log2_products(s, to, meas);
@@ -601,6 +577,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         to.M[rr] = mul_ftz(pe[rr], po[rr]);  // 2^126 times the product
         underflow |= !(to.M[rr] >= 0x1p-126f);  // zero (or NaN: the exact path reports it)
       }
+      if constexpr (kAbl == 2) underflow = false;  // measurement: the products alone (below)
       if (underflow) {
         exact_log2_products(s, to, meas);
       } else {
@@ -610,6 +587,10 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
     }
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
+      if constexpr (kAbl == 2) {  // measurement: the products alone, no per-row verification
+        to.grpbad[rr] = !(to.M[rr] > 0.f);
+        continue;
+      }
       const int mt = rr >> 1, hh = rr & 1;
       // scale * S^c in log2 units, and the GEMM-I bound |sum S - S^c| in the same units: qtol
       // (scale log2(e) C_GEMM ||q||, per row) times the tile's sum of ||k||.

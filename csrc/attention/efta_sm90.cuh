@@ -224,9 +224,8 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     cx.t = t;
     cx.j0 = t * kBlockN;
     cx.A = kProtect ? __ldg(kn) : 0.f;
-    const bool hooks = kHooks;
     if constexpr (kProtect) {
-      if (hooks)
+      if (kHooks)
         for_recs(cx, kScore, [&](int r, const InjRec& rec) {
           inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
         });
@@ -234,10 +233,10 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     TileOut<1> to;
     const bool masked = t >= mfrom;
     if (masked) {
-      softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, hooks);
+      softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, kHooks);
       check_tile<kProtect, true>(s, sc, st.qtol, to, cx);
     } else {
-      softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qtol, to, cx, hooks);
+      softmax_tile<T, D, kProtect, false>(s, sc, st.m, st.qtol, to, cx, kHooks);
       check_tile<kProtect, false>(s, sc, st.qtol, to, cx);
     }
     if constexpr (kProtect && kAbl >= 1 && kAbl < 3) sticky |= tile_alarm(to);  // measurement builds
