@@ -2,17 +2,53 @@
 (through the library's path variable) and runs the same script; every build runs `rounds` times,
 in alternating order, so drift between processes shows (evict_probe.py, attention_ab.py, gemm_ab.py)."""
 import os
+import re
+import statistics
 import subprocess
 import sys
 from typing import Callable, Dict, List
 
 
-def run_alternating(libs: Dict[str, str], env_var: str, child: Callable[[str], str], rounds: int = 2) -> None:
-    """libs: label -> library path; child(tag) -> the child's Python source, tag = 'label#round'."""
+def run_alternating(libs: Dict[str, str], env_var: str, child: Callable[[str], str], rounds: int = 2) -> List[str]:
+    """libs: label -> library path; child(tag) -> the child's Python source, tag = 'label#round'.
+    Echoes each child's output as it ends and returns all of it, line by line."""
+    lines: List[str] = []
     for rnd in range(rounds):
         for name, path in libs.items():
-            subprocess.run([sys.executable, "-c", child(f"{name}#{rnd}")], env=dict(os.environ, **{env_var: path}),
-                           check=False)
+            r = subprocess.run([sys.executable, "-c", child(f"{name}#{rnd}")], env=dict(os.environ, **{env_var: path}),
+                               check=False, capture_output=True, text=True)
+            sys.stdout.write(r.stdout)
+            sys.stderr.write(r.stderr[-4000:])
+            sys.stdout.flush()
+            lines += r.stdout.splitlines()
+    return lines
+
+
+def summary(lines: List[str], line_re: str, metrics: List[str], builds: List[str]) -> str:
+    """A markdown table of the children's lines that match line_re (named groups: build, config and
+    each metric): per config and metric, every build's values in round order, and the change of the
+    median against the first build's."""
+    vals: Dict[str, Dict[str, Dict[str, List[float]]]] = {}
+    for ln in lines:
+        m = re.match(line_re, ln)
+        if m:
+            per = vals.setdefault(m["config"], {}).setdefault(m["build"], {})
+            for k in metrics:
+                per.setdefault(k, []).append(float(m[k]))
+    head = "| config | metric | " + " | ".join(builds) + " |"
+    out = [head, "|" + "---|" * (len(builds) + 2)]
+    for config, per in vals.items():
+        for k in metrics:
+            cells = []
+            ref = statistics.median(per[builds[0]][k]) if builds[0] in per else None
+            for b in builds:
+                v = per.get(b, {}).get(k, [])
+                cell = "; ".join(f"{x:.4g}" for x in v) if v else "-"
+                if v and ref and b != builds[0]:
+                    cell += f" ({100 * (statistics.median(v) / ref - 1):+.1f} %)"
+                cells.append(cell)
+            out.append(f"| {config} | {k} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def flag_builds(env: str) -> Dict[str, List[str]]:

@@ -12,7 +12,7 @@ ATTN_AB_ROUNDS: rounds, default 2.)
 
 import os
 
-from alternate import flag_builds, run_alternating, snapshot_bases
+from alternate import flag_builds, run_alternating, snapshot_bases, summary
 
 BUILDS = flag_builds("ATTN_AB_FLAGS")
 CONFIGS = [(16, 64, s, False) for s in (512, 2048, 4096, 16384)] + [(32, 128, s, False) for s in (512, 2048, 4096, 16384)]
@@ -51,8 +51,17 @@ def main():
             futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, [], path)
         libs = {name: f.result() for name, f in futs.items()}
     order = list(bases) + list(BUILDS)
-    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", lambda tag: CHILD % (CONFIGS, tag),
-                    rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
+    lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB",
+                            lambda tag: CHILD % (CONFIGS, tag), rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
+    print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): plain (?P<plain>[\d.]+) ft (?P<ft>[\d.]+)",
+                  ["ft", "plain"], order))
+    digests = {}
+    for ln in lines:  # outputs must not depend on the build where only the schedule changed
+        if " digest " in ln:
+            digests.setdefault(ln.split("#")[1].split(":")[0].split(" ", 1)[1], set()).add(ln.split(" digest ")[1])
+    for config, ds in digests.items():
+        if len(ds) > 1:
+            print(f"DIGESTS DIFFER at {config}: {sorted(ds)}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ run can be slower in every variant, cuBLAS included, so a third round helps.)
 """
 import os
 
-from alternate import flag_builds, run_alternating, snapshot_bases
+from alternate import flag_builds, run_alternating, snapshot_bases, summary
 
 BUILDS = flag_builds("GEMM_AB_FLAGS")
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
@@ -44,8 +44,10 @@ def main():
             futs[name] = ex.submit(cuda.build_library, "gemm", "ftcompile_gemm_ab_" + name, (), (), False, Path(path))
         libs = {name: f.result() for name, f in futs.items()}
     order = list(bases) + list(BUILDS)
-    run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB", lambda tag: CHILD % (SHAPES, tag),
-                    rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
+    lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB",
+                            lambda tag: CHILD % (SHAPES, tag), rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
+    print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): cublas (?P<cublas>[\d.]+) .*? on (?P<on>[\d.]+) .*? "
+                  r"off (?P<off>[\d.]+)", ["on", "off", "cublas"], order))
 
 
 if __name__ == "__main__":
