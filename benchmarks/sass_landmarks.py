@@ -4,8 +4,9 @@ Small edits to the EFTA check region moved the d=64 kernel by 5-12 % through the
 rather than the instruction count (NOTES_attention.md, sessions 34-35). Two of those showed in the
 SASS as convergence code in the hot loop (BRA.DIV in session 34, WARPSYNC.ALL at the loop head in
 B27), where a bad schedule is visible before any device time is spent. For each kernel of a cubin
-(or of a .cu file compiled here with nvcc, sm_90a), this prints its main tile loop - the first
-backward branch whose body holds `--hgmma` wgmma instructions - with its size and the counts and
+(or of a .cu file compiled here with nvcc, sm_90a), this prints its tile loops - the innermost
+backward branches whose bodies hold `--hgmma` wgmma instructions, smallest (production) first - with
+their size and the counts and
 positions that matter: convergence (WARPSYNC, BRA.DIV, BSSY), uniform-register moves (R2UR), local
 memory (LDL/STL), the wgmma waits (WARPGROUP.DEPBAR) against the exponentials (MUFU.EX2).
 
@@ -52,15 +53,19 @@ def functions(sass: str) -> List[Tuple[str, List[Tuple[int, str]]]]:
     return funcs
 
 
-def tile_loop(ins: List[Tuple[int, str]], hgmma: int) -> List[Tuple[int, str]]:
-    """The body of the first backward branch that holds `hgmma` wgmma instructions."""
+def tile_loops(ins: List[Tuple[int, str]], hgmma: int) -> List[List[Tuple[int, str]]]:
+    """The bodies of the backward branches that hold `hgmma` wgmma instructions, innermost first
+    (one per instantiation of the loop: EFTA's protected kernel has the production one and the
+    fault-injection one)."""
+    loops = []
     for addr, text in ins:
         m = re.search(r"BRA\b.*0x([0-9a-f]+)", text)
         if m and int(m.group(1), 16) < addr:
             body = [x for x in ins if int(m.group(1), 16) <= x[0] <= addr]
             if sum("HGMMA" in t for _, t in body) == hgmma:
-                return body
-    return []
+                loops.append(body)
+    inner = [b for b in loops if not any(o is not b and o[0][0] >= b[0][0] and o[-1][0] <= b[-1][0] for o in loops)]
+    return sorted(inner, key=len)
 
 
 def main() -> None:
@@ -74,19 +79,17 @@ def main() -> None:
         for name, ins in functions(sass_of(path, flags)):
             if args.match not in name:
                 continue
-            body = tile_loop(ins, args.hgmma)
-            if not body:
-                print(f"{path}: {name[:70]}: no loop with {args.hgmma} HGMMA")
-                continue
-            counts = {k: sum(k in t for _, t in body) for k in COUNTED}
-            ex2 = [i for i, (_, t) in enumerate(body) if "MUFU.EX2" in t]
-            waits = [f"{i}:{t.split()[-1]}" for i, (_, t) in enumerate(body) if "WARPGROUP.DEPBAR" in t]
-            syncs = [str(i) for i, (_, t) in enumerate(body) if "WARPSYNC" in t or "BRA.DIV" in t]
-            print(f"{os.path.basename(path)}: {name[:70]}")
-            print(f"  loop {body[0][0]:#x}-{body[-1][0]:#x}: {len(body)} instructions; "
-                  + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
-            print(f"  MUFU.EX2 at {ex2[0] if ex2 else '-'}..{ex2[-1] if ex2 else '-'}; wgmma waits at {' '.join(waits)}; "
-                  f"WARPSYNC / BRA.DIV at {' '.join(syncs) or '-'}")
+            loops = tile_loops(ins, args.hgmma)
+            print(f"{os.path.basename(path)}: {name[:70]}" + ("" if loops else f": no loop with {args.hgmma} HGMMA"))
+            for body in loops:  # the smallest first: the production instantiation
+                counts = {k: sum(k in t for _, t in body) for k in COUNTED}
+                ex2 = [i for i, (_, t) in enumerate(body) if "MUFU.EX2" in t]
+                waits = [f"{i}:{t.split()[-1]}" for i, (_, t) in enumerate(body) if "WARPGROUP.DEPBAR" in t]
+                syncs = [str(i) for i, (_, t) in enumerate(body) if "WARPSYNC" in t or "BRA.DIV" in t]
+                print(f"  loop {body[0][0]:#x}-{body[-1][0]:#x}: {len(body)} instructions; "
+                      + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+                print(f"    MUFU.EX2 at {ex2[0] if ex2 else '-'}..{ex2[-1] if ex2 else '-'}; wgmma waits at "
+                      f"{' '.join(waits)}; WARPSYNC / BRA.DIV at {' '.join(syncs) or '-'}")
 
 
 if __name__ == "__main__":
