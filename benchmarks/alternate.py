@@ -11,16 +11,17 @@ from typing import Callable, Dict, List
 
 def run_alternating(libs: Dict[str, str], env_var: str, child: Callable[[str], str], rounds: int = 2) -> List[str]:
     """libs: label -> library path; child(tag) -> the child's Python source, tag = 'label#round'.
-    Echoes each child's output as it ends and returns all of it, line by line."""
+    Echoes each child's output line by line as it comes (a run cut short by a time limit keeps what
+    was done) and returns all of it."""
     lines: List[str] = []
     for rnd in range(rounds):
         for name, path in libs.items():
-            r = subprocess.run([sys.executable, "-c", child(f"{name}#{rnd}")], env=dict(os.environ, **{env_var: path}),
-                               check=False, capture_output=True, text=True)
-            sys.stdout.write(r.stdout)
-            sys.stderr.write(r.stderr[-4000:])
-            sys.stdout.flush()
-            lines += r.stdout.splitlines()
+            with subprocess.Popen([sys.executable, "-c", child(f"{name}#{rnd}")], env=dict(os.environ, **{env_var: path}),
+                                  stdout=subprocess.PIPE, text=True) as proc:
+                for line in proc.stdout:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                    lines.append(line.rstrip("\n"))
     return lines
 
 

@@ -11,6 +11,7 @@ ATTN_AB_ROUNDS: rounds, default 2.)
 """
 
 import os
+import re
 
 from alternate import flag_builds, run_alternating, snapshot_bases, summary
 
@@ -55,10 +56,9 @@ def main():
                             lambda tag: CHILD % (CONFIGS, tag), rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
     print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): plain (?P<plain>[\d.]+) ft (?P<ft>[\d.]+)",
                   ["ft", "plain"], order))
-    digests = {}
-    for ln in lines:  # outputs must not depend on the build where only the schedule changed
-        if " digest " in ln:
-            digests.setdefault(ln.split("#")[1].split(":")[0].split(" ", 1)[1], set()).add(ln.split(" digest ")[1])
+    digests = {}  # outputs must not depend on the build where only the schedule changed
+    for m in filter(None, (re.search(r"#\d+ (?P<config>[^:]+): .* digest (?P<d>.+)$", ln) for ln in lines)):
+        digests.setdefault(m["config"], set()).add(m["d"])
     for config, ds in digests.items():
         if len(ds) > 1:
             print(f"DIGESTS DIFFER at {config}: {sorted(ds)}")
