@@ -16,8 +16,9 @@ def run_alternating(libs: Dict[str, str], env_var: str, child: Callable[[str], s
     lines: List[str] = []
     for rnd in range(rounds):
         for name, path in libs.items():
-            with subprocess.Popen([sys.executable, "-c", child(f"{name}#{rnd}")], env=dict(os.environ, **{env_var: path}),
-                                  stdout=subprocess.PIPE, text=True) as proc:
+            env = dict(os.environ, **{env_var: path})
+            with subprocess.Popen([sys.executable, "-c", child(f"{name}#{rnd}")], env=env, stdout=subprocess.PIPE,
+                                  text=True) as proc:
                 for line in proc.stdout:
                     sys.stdout.write(line)
                     sys.stdout.flush()
