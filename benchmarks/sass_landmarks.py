@@ -32,13 +32,14 @@ def sass_of(path: str, flags: List[str]) -> str:
     tool = shutil.which("cuobjdump")
     if tool is None:
         sys.exit("cuobjdump not found: put the CUDA toolkit's bin directory on PATH")
-    if path.endswith(".cu"):
-        out = os.path.join(tempfile.mkdtemp(), "k.cubin")
+    if not path.endswith(".cu"):
+        return subprocess.run([tool, "-sass", path], check=True, capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "k.cubin")
         inc = [f"-I{os.path.join(ROOT, d)}" for d in ("csrc/common", "csrc/attention", "csrc/gemm")]
         subprocess.run(["nvcc", "-O3", "-std=c++17", *inc, "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler",
                         "-fPIC", "-cubin", "-o", out, path, *flags], check=True)
-        path = out
-    return subprocess.run([tool, "-sass", path], check=True, capture_output=True, text=True).stdout
+        return subprocess.run([tool, "-sass", out], check=True, capture_output=True, text=True).stdout
 
 
 def functions(sass: str) -> List[Tuple[str, List[Tuple[int, str]]]]:
