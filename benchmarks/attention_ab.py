@@ -16,7 +16,8 @@ import re
 from alternate import flag_builds, run_alternating, snapshot_bases, summary
 
 BUILDS = flag_builds("ATTN_AB_FLAGS")
-CONFIGS = [(16, 64, s, False) for s in (512, 2048, 4096, 16384)] + [(32, 128, s, False) for s in (512, 2048, 4096, 16384)]
+CONFIGS = [(16, 64, s, False) for s in (512, 1024, 2048, 4096, 16384)]
+CONFIGS += [(32, 128, s, False) for s in (512, 1024, 2048, 4096, 16384)]
 CONFIGS += [(16, 64, 4096, True), (32, 128, 4096, True)]
 
 CHILD = r'''
