@@ -40,7 +40,9 @@
 // per-tile vote that enters it; the wgmma kernel keeps the checks' verdict live, folded into a flag
 // read once per block, so that the compiler does not drop the checks); 2: + no injection hooks, and
 // of the per-element checks only the products (no per-row verification, no rowmax SNVR); 3: + no
-// per-element checks; 4: + no checksum MMAs or final checks. Detection is broken for any level > 0.
+// per-element checks; 4: + no checksum MMAs or final checks (the wgmma kernel: no checksum columns in
+// its S and PV wgmmas, nor their loads); 5 (wgmma kernel): + no prepass. Detection is broken for any
+// level > 0.
 #ifndef EFTA_ABLATE
 #define EFTA_ABLATE 0
 #endif

@@ -42,14 +42,16 @@ struct Lay {
   // (protected: d=64 ~133 KB, d=128 ~202 KB).
   static constexpr int kStages = 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
-  static constexpr int kKHalf = (kBlockN + (kProtect ? 8 : 0)) * 128;  // K rows, then the K^c rows
+  // The checksum columns (K^c rows, V^c box); measurement level 4 (EFTA_ABLATE) runs without them.
+  static constexpr bool kCols = kProtect && kAbl < 4;
+  static constexpr int kKHalf = (kBlockN + (kCols ? 8 : 0)) * 128;  // K rows, then the K^c rows
   static constexpr int kK = kHalves * kKHalf;
   static constexpr int kVHalf = kBlockN * 128;
   static constexpr int kV = kHalves * kVHalf;
   // V^c: the 8 checksum columns of the tile's keys as one more 64-column box of V (columns 8-63 are
   // the TMA's zero fill, never read): the PV wgmma reads [V | V^c] as N = D + 8 columns, one wgmma
   // per k-step. (A K-major m64n8 wgmma of its own cost 4 wgmmas and their descriptors per tile.)
-  static constexpr int kVc = kProtect ? kVHalf : 0;
+  static constexpr int kVc = kCols ? kVHalf : 0;
   static constexpr int kStage = kK + kV + kVc;  // a multiple of 1024 (swizzle atoms)
   // How an alarmed tile is corrected. d=64 (B25): the warp notes its first alarmed tile and the
   // record of its first pass (shared memory, one per consumer thread) and goes on; the block is
@@ -61,7 +63,7 @@ struct Lay {
   static constexpr bool kWarpRedo = D == 128;
   static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
   static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
-  static constexpr int kN = kBlockN + (kProtect ? 8 : 0);  // S columns per wgmma
+  static constexpr int kN = kBlockN + (kCols ? 8 : 0);  // S columns per wgmma
 };
 
 // O += P V and O^c += P V^c of one key tile (P in registers; dv: the slot's [V | V^c] descriptor,
@@ -70,7 +72,8 @@ template <typename T, int D, bool kProtect>
 __device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    if constexpr (kProtect) wgmma_rs_cs<T, D + 8>(&st.o[0][0][0], &st.oc[0][0], pa[0][kk], desc_add(dv, kk * 2048));
+    if constexpr (Lay<D, kProtect>::kCols)
+      wgmma_rs_cs<T, D + 8>(&st.o[0][0][0], &st.oc[0][0], pa[0][kk], desc_add(dv, kk * 2048));
     else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
   }
 }
@@ -217,7 +220,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      if constexpr (kProtect) sc[0][e] = acc[32 + e];  // the checksum columns
+      if constexpr (L::kCols) sc[0][e] = acc[32 + e];  // the checksum columns
       else sc[0][e] = 0.f;
     }
 
@@ -379,7 +382,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh) {
             tma_load_4d(st + hh * L::kKHalf, &tmK, &ring.kfull[slot], hh * 64, t * kBlockN, hk, b);
-            if constexpr (kProtect)
+            if constexpr (L::kCols)
               tma_load_2d(st + hh * L::kKHalf + kBlockN * 128, &tmKc, &ring.kfull[slot], hh * 64,
                           (int)((tile_base + t) * 8));
           }
@@ -387,7 +390,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh)
             tma_load_4d(st + L::kK + hh * L::kVHalf, &tmV, &ring.vfull[slot], hh * 64, t * kBlockN, hk, b);
-          if constexpr (kProtect)
+          if constexpr (L::kCols)
             tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
         }
       }
@@ -477,7 +480,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
 template <typename T, int D, bool kProtect>
 cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
   using L = Lay<D, kProtect>;
-  if constexpr (kProtect) launch_prepass<T, D>(p, stream);
+  if constexpr (kProtect && kAbl < 5) launch_prepass<T, D>(p, stream);
   constexpr auto kern = &attn_fwd_sm90<T, D, kProtect>;
   if (cudaError_t e = sm90::allow_smem<kern>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
