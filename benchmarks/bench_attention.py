@@ -287,7 +287,10 @@ def ablation(dtype, out: Path, tag: str) -> None:
     sid = ftcompile.register_site("bench.attention.ablate", "attention")
     site = ftcompile.telemetry.site(sid)
     cfgs = [c for c in paper_configs() if c["name"] in ("16x64 s512", "16x64 s4096", "32x128 s512", "32x128 s4096")]
-    levels = {0: "full", 1: "-confirm path", 2: "-hooks", 3: "-element checks", 4: "-checksum MMAs, final check"}
+    # (efta_kernel.cuh, EFTA_ABLATE; the "prepass" column times the bare prepass eagerly, which at
+    # these sizes is the call's host time, ~60-75 us: level 4 - level 5 is its cost inside a call)
+    levels = {0: "full", 1: "-confirm path", 2: "-per-row checks (products only)", 3: "-element checks",
+              4: "-checksum columns, final check", 5: "-prepass"}
     for lvl in levels:
         ca.library(lvl)
     rows = []
