@@ -20,15 +20,16 @@ CUDA = torch.cuda.is_available()
 HOPPER = CUDA and torch.cuda.get_device_capability() == (9, 0)
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="needs a CUDA sm_90 GPU")
 OPS = {"global": torch.ops.ftcompile.linear_global, "global-tiles": torch.ops.ftcompile.linear_global,
-       "thread": torch.ops.ftcompile.linear_thread, "stream": torch.ops.ftcompile.linear_thread}
+       "thread": torch.ops.ftcompile.linear_thread, "stream": torch.ops.ftcompile.linear_thread,
+       "thin": torch.ops.ftcompile.linear_thread}
 SCHEME = {"global": "linear_global", "global-tiles": "linear_global", "thread": "linear_thread",
-          "stream": "linear_thread"}
+          "stream": "linear_thread", "thin": "linear_thread"}
 # The thread scheme has two kernels; each test runs both on every shape: "thread" forces the
 # TMA-ring kernel, "stream" the streaming one (which auto picks for M <= 16 only). The global
 # scheme has two checks: "global" forces the per-row one, "global-tiles" the tile-local one.
-THREAD_KERNEL = {"thread": "ring", "stream": "stream"}
+THREAD_KERNEL = {"thread": "ring", "stream": "stream", "thin": "thin"}
 GLOBAL_CHECK = {"global": "rows", "global-tiles": "tiles"}
-SCHEMES = ["global", "global-tiles", "thread", "stream"]
+SCHEMES = ["global", "global-tiles", "thread", "stream", "thin"]
 
 
 @pytest.fixture(autouse=True)
@@ -78,20 +79,50 @@ def test_injection_plan_draws_the_reference_elements(spread):
 
 
 def test_thread_kernel_choice_follows_the_measurements():
-    """The auto rule picks the kernel run 17 measured faster (H200, 132 SMs): streaming for M <= 16
-    and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB), ring beyond; the
-    streaming kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
-    stream = [(1, 11008, 4096), (16, 14336, 4096), (32, 4096, 4096), (64, 4096, 4096), (32, 4096, 11008),
-              (128, 768, 768), (96, 2304, 768)]
-    ring = [(32, 11008, 4096), (32, 14336, 4096), (96, 4096, 4096), (64, 4096, 11008), (128, 2304, 768),
-            (96, 3072, 768)]
-    for m, n, k in stream:
-        assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == "stream", (m, n, k)
-    for m, n, k in ring:
-        assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == "ring", (m, n, k)
+    """The auto rule picks the kernel runs 17 and 43f measured faster (H200, 132 SMs): streaming for
+    M <= 16 and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB), the thin
+    kernel for 17-128 rows of x on weights of 32 MB and more (but at M <= 32 with N <= 4096), ring
+    beyond; the streaming kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
+    stream = [(1, 11008, 4096), (16, 14336, 4096), (32, 4096, 4096), (32, 4096, 11008),
+              (128, 768, 768), (96, 2304, 768), (48, 2048, 2048)]
+    thin = [(32, 11008, 4096), (32, 14336, 4096), (64, 4096, 4096), (96, 4096, 4096), (64, 4096, 11008),
+            (128, 14336, 4096)]
+    ring = [(128, 2304, 768), (96, 3072, 768), (256, 4096, 4096), (8192, 4096, 4096)]
+    for kind, shapes in (("stream", stream), ("thin", thin), ("ring", ring)):
+        for m, n, k in shapes:
+            assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == kind, (m, n, k)
     assert cuda_gemm.thread_kernel(128, 768, 768, 1, 132, kernel="ring") == "ring"
+    assert cuda_gemm.thread_kernel(300, 4096, 4096, 1, 132, kernel="thin") == "ring"  # past its rows
     assert cuda_gemm.stream_mtile(16) == 1 and cuda_gemm.stream_mtile(17) == 2
     assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_thin_reference_checks_each_column_over_the_rows(bias):
+    """The thin kernel's algorithm (gemm.linear_thin) on the CPU: clean inputs of several
+    distributions pass; one fault is located in its column and recomputed; two in one column are
+    uncorrectable, and "recompute" repairs them."""
+    kw = dict(c_sigma=2.5, e_max_safety=1.0)
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(72, 96, generator=g) * 0.1
+    b = torch.randn(72, generator=g) if bias else None
+    for shift, scale in ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0)):
+        x = torch.randn(40, 96, generator=g) * scale + shift
+        _, out = gemm.linear_thin(x, w, b, site_name="cpu-thin", site_id=site("cpu-thin"), policy="correct", **kw)
+        assert int(out.detected) == 0
+    clean, _ = gemm.linear_thin(x, w, b, site_name="cpu-thin", site_id=site("cpu-thin"), policy="correct", **kw)
+    with inject(FaultSpec(site="cpu-thin", stage="accumulator", index=(7, 30), value=5.0, k_step=0)):
+        y, out = gemm.linear_thin(x, w, b, site_name="cpu-thin", site_id=site("cpu-thin"), policy="correct", **kw)
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 1, 0)
+    assert torch.allclose(y, clean, rtol=0, atol=1e-4)
+    two = [FaultSpec(site="cpu-thin", stage="output", index=(r, 30), value=5.0) for r in (7, 9)]
+    with inject(*two):
+        y, out = gemm.linear_thin(x, w, b, site_name="cpu-thin", site_id=site("cpu-thin"), policy="correct", **kw)
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 0, 1)
+    assert (y - clean).abs().max() > 1
+    with inject(*two):
+        y, out = gemm.linear_thin(x, w, b, site_name="cpu-thin", site_id=site("cpu-thin"), policy="recompute", **kw)
+    assert int(out.uncorrectable) == 1 and torch.allclose(y, clean, rtol=0, atol=1e-4)
 
 
 def test_global_split_follows_the_sweep():
@@ -338,17 +369,42 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
     sid, rid = site(name), site(rname, policy="recompute")
     x, w = _rand(16, 128, dtype=torch.bfloat16), _rand(128, 128, dtype=torch.bfloat16)
     clean = OPS[scheme](x, w, None, sid)
-    spec = dict(stage="output", index=(3, 5), value=4.0, count=2)
-    with inject(FaultSpec(site=name, **spec)) as inj:
+    # The thin kernel checks a column of y over the call's rows: its two faults share a column.
+    specs = ([dict(stage="output", index=(3, 5), value=4.0), dict(stage="output", index=(9, 5), value=4.0)]
+             if scheme == "thin" else [dict(stage="output", index=(3, 5), value=4.0, count=2)])
+    with inject(*[FaultSpec(site=name, **sp) for sp in specs]) as inj:
         y = OPS[scheme](x, w, None, sid)
-    assert len(inj.events) == 2
+    assert sum(len(i.events) for i in (inj if isinstance(inj, list) else [inj])) == 2
     s = _stats(name)
     assert s["detected"] == 1 and s["uncorrectable"] == 1 and s["corrected"] == 0
     assert not torch.allclose(y, clean)
-    with inject(FaultSpec(site=rname, **spec)):
+    with inject(*[FaultSpec(site=rname, **sp) for sp in specs]):
         y = OPS[scheme](x, w, None, rid)
     _assert_same_but_corrected(y, clean, torch.bfloat16)
     assert _stats(rname)["uncorrectable"] == 1
+
+
+@needs_hopper
+@pytest.mark.parametrize("stage", ["accumulator", "output"])
+def test_thin_kernel_corrects_as_its_cpu_reference(stage):
+    """The thin kernel and gemm.linear_thin on the same inputs and fault: the same outcome, and both
+    outputs equal their fault-free runs."""
+    name = f"cu-thin-ref-{stage}"
+    sid = site(name)
+    x, w, b = _rand(40, 256, dtype=torch.bfloat16), _rand(300, 256, dtype=torch.bfloat16, scale=0.1), \
+        _rand(300, dtype=torch.bfloat16)
+    spec = FaultSpec(site=name, stage=stage, index=(11, 130), value=3.0)
+    kw = dict(site_name=name, site_id=sid, policy="correct", c_sigma=2.5, e_max_safety=1.0)
+    clean_ref, _ = gemm.linear_thin(x.cpu().float(), w.cpu().float(), b.cpu().float(), **kw)
+    with inject(spec):
+        y_ref, out = gemm.linear_thin(x.cpu().float(), w.cpu().float(), b.cpu().float(), **kw)
+    assert (int(out.detected), int(out.corrected)) == (1, 1)
+    assert torch.allclose(y_ref, clean_ref, rtol=0, atol=1e-4)
+    clean = cuda_gemm.run("linear_thread", x, w, b, ftcompile.telemetry.site(sid), kernel="thin")
+    with inject(spec):
+        y = cuda_gemm.run("linear_thread", x, w, b, ftcompile.telemetry.site(sid), kernel="thin")
+    _assert_same_but_corrected(y, clean, torch.bfloat16)
+    assert _stats(name)["detected"] == 1 and _stats(name)["corrected"] == 1
 
 
 @needs_hopper

@@ -80,6 +80,12 @@ struct Args {
   }
   __host__ __device__ int64_t member_col0(int j) const { return j ? gcol[j - 1] : 0; }
   Injection inj[kMaxInj];
+  // thread scheme, thin kernel (thin_gemm.cu): W's row statistics [batch, N, 2] (mean and extrema
+  // variance over K, offline); the x-side pass's checksum rows [batch, 8, K] (x's type) and its
+  // statistics per 64-wide chunk of K [batch, ceil(K / 64), 4] (floats).
+  const float* wrow;
+  void* xsum;
+  float* xstat;
 };
 
 // ---------------------------------------------------------------- row dot products (correction paths)

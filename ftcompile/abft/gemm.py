@@ -422,6 +422,54 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
+def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
+                c_sigma: float, e_max_safety: float, static_weight: bool = True
+                ) -> Tuple[torch.Tensor, Outcome]:
+    """The thread scheme as the thin kernel checks it (csrc/gemm/thin_gemm.cu, for up to 128 rows
+    of x): one-sided on x, each column n of y over the call's M rows against W[n] . (sum_m x[m],
+    sum_m (m+1) x[m]), with the V-ABFT threshold of M terms whose rows are W's (mean and extrema
+    variance over K) and whose B statistics are x's per k over its rows; a single fault is
+    located by the weighted checksum and recomputed, then the column rechecked. Inputs holding
+    NaN/Inf skip the checks of their weight batch (counted once)."""
+    x3, w3, row_finite = _prepare(x, weight)
+    wb, n, k = w3.shape
+    m = x3.shape[1]
+    xf, wf = x3.float(), w3.float()
+    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
+    acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
+    columns = acc.transpose(-1, -2)  # [WB, N, M]: one check group per column of y
+    checks = wf @ checksum.encode(xf).transpose(-1, -2)  # [WB, N, 2]
+    if bias is not None:
+        pos_sum = m * (m + 1) / 2
+        checks = checks + bias.float()[:, None] * torch.tensor([m, pos_sum], device=acc.device)
+    mu_w, var_w = extrema_variance(wf, -1)
+    e = _e(x, m, k, e_max_safety)
+    threshold = vabft_from_stats(mu_w, var_w, m, b_stats(xf.transpose(-1, -2), -1), e, c_sigma)
+    if bias is not None:
+        threshold = threshold + e * bias.float().abs() * m
+    _, w_finite = weight_stats(weight, cache=static_weight)
+    valid = row_finite.all(-1) & w_finite  # [WB]
+    detected, pos = checksum.locate(columns, checksum.residuals(columns, checks), threshold)
+    detected &= valid[:, None]
+    zero = torch.zeros((), dtype=torch.int64, device=acc.device)
+    outcome = Outcome(detected.sum(), zero, zero, (~valid).any().long())
+    if policy in ("correct", "recompute") and bool(detected.any()):
+        corrected = uncorrectable = 0
+        for b, j in detected.nonzero().tolist():
+            p = int(pos[b, j])
+            if p >= 0:
+                acc[b, p, j] = _recompute(x3, w3, bias, b, p, j)
+            if p >= 0 and not checksum.exceeds(acc[b, :, j].sum() - checks[b, j, 0], threshold[b, j]):
+                corrected += 1
+            else:
+                uncorrectable += 1
+                if policy == "recompute":
+                    acc[b, :, j] = x3[b].float() @ wf[b, j] + (bias[j].float() if bias is not None else 0)
+        outcome.corrected = torch.tensor(corrected, device=acc.device)
+        outcome.uncorrectable = torch.tensor(uncorrectable, device=acc.device)
+    return _output(acc, x, n), outcome
+
+
 def _output(acc: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:
     """Round the verified fp32 accumulator to the input dtype, in x's leading shape."""
     return acc.to(x.dtype).reshape(*x.shape[:-1], n)

@@ -1,5 +1,6 @@
 """CUDA kernels (csrc/gemm) for ``ftcompile::linear_global`` and ``ftcompile::linear_thread``
-(two kernels: a TMA-ring one for up to 128 rows per CTA, a streaming one for small M: see THREAD_KERNEL).
+(three kernels: a TMA-ring one for up to 128 rows per CTA, a streaming one for small M, a thin
+one computing W x^T on wgmma for 17-128 rows of x and large W: see THREAD_KERNEL).
 
 Hopper (sm_90) only, bf16 and fp16; anything else runs the reference algorithm, and
 :func:`fallback_reason` says why. The kernels are built once per process with
@@ -29,6 +30,9 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     order in which the check sums the row.
   * global, check "tiles" (:func:`global_check`): one check per row and 192- / 128-wide tile, as
     the reference's ``tile_width`` (two faults in one row but different tiles are both corrected).
+  * thread, thin kernel: one-sided on x, as :func:`ftcompile.abft.gemm.linear_thin` (each column
+    of y checked over the call's rows) instead of the strided groups of the other two kernels;
+    a fault spec with count > 1 puts its faults in one row, so in separate checks there.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
@@ -47,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import config, cudagraphs, telemetry
-from ..abft import checksum, gemm, injection
+from ..abft import checksum, gemm, injection, thresholds
 from . import cuda, layout
 
 K_TILE = gemm.K_TILE
@@ -82,7 +86,8 @@ NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm ac
 # Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
 # warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
 # M <= 16 shape measured, and has the lower fixed cost, NOTES_gemm.md run 14; above M = 16 while
-# its 32-row CTAs fit one wave, run 17), or "stream" / "ring" to force one.
+# its 32-row CTAs fit one wave, run 17), or "stream" / "ring" / "thin" to force one ("thin": W x^T
+# on wgmma for up to THIN_MAX_ROWS rows of x, the automatic choice beyond).
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
 # Weights from this size on are streamed by the rolling loop; smaller ones (GPT-2 layers) are
 # faster at depth 1 (the sweep of run 16).
@@ -136,7 +141,8 @@ class _Args(ctypes.Structure):
                 ("lsum", ctypes.c_void_p), ("btile", ctypes.c_void_p),
                 ("groups", ctypes.c_int32), ("gw", ctypes.c_void_p * (MAX_GROUP - 1)),
                 ("gcol", ctypes.c_int64 * (MAX_GROUP - 1)),
-                ("inj", _Inj * MAX_INJ)]
+                ("inj", _Inj * MAX_INJ),
+                ("wrow", ctypes.c_void_p), ("xsum", ctypes.c_void_p), ("xstat", ctypes.c_void_p)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -157,7 +163,7 @@ def lib():
             if _LIB is None:
                 path = os.environ.get("FTCOMPILE_GEMM_LIB") or build()
                 handle = ctypes.CDLL(path)
-                for fn in ("ft_gemm_global", "ft_gemm_thread", "ft_gemm_stream"):
+                for fn in ("ft_gemm_global", "ft_gemm_thread", "ft_gemm_stream", "ft_gemm_thin"):
                     getattr(handle, fn).argtypes = [ctypes.POINTER(_Args)]
                     getattr(handle, fn).restype = ctypes.c_int
                 handle.ft_error_string.restype = ctypes.c_char_p
@@ -167,6 +173,8 @@ def lib():
                 handle.ft_gemm_global_ws_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_global_split_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_split_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
+                handle.ft_gemm_thin_smem.restype = ctypes.c_longlong
+                handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_extrema_offset.argtypes = [ctypes.c_longlong]
                 if handle.ft_args_size() != ctypes.sizeof(_Args):
@@ -182,6 +190,7 @@ def lib():
 _wcache = {"linear_global": gemm.DerivedCache(), "linear_thread": gemm.DerivedCache()}
 _bcache, _ccache, _mcache = gemm.DerivedCache(), gemm.DerivedCache(), gemm.DerivedCache()
 _tcache = {bn: (gemm.DerivedCache(), gemm.DerivedCache()) for bn in TILE_CHECK_BNS}  # (W rows, bias sums)
+_rcache = gemm.DerivedCache()  # the thin kernel's W row statistics
 
 
 def _joined(w):
@@ -525,8 +534,10 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     """"stream" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] on a GPU of
     num_sms SMs (see THREAD_KERNEL)."""
     kind = kernel or THREAD_KERNEL
-    if kind not in ("auto", "stream", "ring"):
-        raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring)")
+    if kind not in ("auto", "stream", "ring", "thin"):
+        raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring, thin)")
+    if kind == "thin" and m > THIN_MAX_ROWS:  # (beyond its rows: the automatic choice)
+        kind = "auto"
     if kind != "auto":
         return kind
     # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
@@ -535,10 +546,51 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
     if m <= 16:
         return "stream"
+    if m <= THIN_MAX_ROWS and wb * n * k * 2 >= THIN_W_BYTES and (m > 32 or n > 4096):
+        return "thin"
     mtile = stream_mtile(m)
     one_row = m <= 16 * mtile
     fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
     return "stream" if fits else "ring"
+
+
+THIN_ROWS = (32, 64, 128)  # x's rows padded: the thin kernel's wgmma N (+ 8 checksum columns)
+THIN_MAX_ROWS = THIN_ROWS[-1]
+THIN_BW = 128  # rows of W per CTA
+# auto: the thin kernel from this weight size on, except at M <= 32 with N <= 4096 (the streaming
+# kernel's 64-wide tiles still fill the SMs there): run 43f, protected, us, thin / the kernel auto
+# took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096 43.1 / 104.9,
+# 32x11008x4096 37.5 / 41.5; 32x4096^2 24.5 / 18.1; GPT-2 sizes (W <= 5 MB) 13-19 / 6-16.
+THIN_W_BYTES = 32 << 20
+
+
+@functools.lru_cache(maxsize=4096)
+def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
+                split: Optional[int] = None, stages: Optional[int] = None) -> Tuple[int, int, int]:
+    """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
+    `split` CTAs (1, 2, 4) while the tiles times the split fit the SMs and each CTA keeps >= 8
+    k-steps; the deepest ring (<= 8 stages) that fits shared memory."""
+    nx = next(r for r in THIN_ROWS if m <= r)
+    tiles = math.ceil(n / THIN_BW) * wb
+    nk = math.ceil(k / K_TILE)
+    if split is None:
+        split = 1
+        while split < 4 and tiles * split * 2 <= num_sms and nk // (split * 2) >= 8:
+            split *= 2
+    if stages is None:
+        stages = 8
+        while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
+            stages -= 1
+    return nx, split, stages
+
+
+def _thin_row_stats(w3: torch.Tensor, cache: bool = True) -> torch.Tensor:
+    """[WB, N, 2] fp32: each W row's mean and extrema variance over K (V-ABFT's row statistics of
+    the thin kernel's check, whose rows are W's)."""
+    def make(w):
+        mu, var = thresholds.extrema_variance(w, -1)
+        return torch.stack([mu, var], -1).float().contiguous()
+    return _rcache.get(w3, make, cache)
 
 
 def _stream_ctas(m: int, n: int, wb: int, mtile: int) -> int:
@@ -763,9 +815,21 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if dbg is not None:
         a.dbg = dbg.data_ptr()
     a.cluster = cluster or GLOBAL_CLUSTER
-    stream = thread and thread_kernel(m, n, k, wb, a.num_sms, kernel) == "stream"
-    a.pdl = int(PDL if pdl is None else pdl) if stream or not thread else 0  # the ring kernel: plain
-    if stream:  # wm, nbox: the ring kernel's, unread here
+    tkind = thread_kernel(m, n, k, wb, a.num_sms, kernel) if thread else None
+    stream, thin = tkind == "stream", tkind == "thin"
+    if thin and dbg is not None:
+        raise ValueError("ftcompile: the thin kernel writes no check diagnostics (dbg)")
+    a.pdl = int(PDL if pdl is None else pdl) if stream or thin or not thread else 0  # the ring kernel: plain
+    if thin:
+        a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages)
+        chains = a.split
+        if protect:
+            rows = _thin_row_stats(w3, site.static_weight)
+            xs = torch.empty(wb * 8 * k, dtype=x.dtype, device=dev)
+            xst = torch.empty(wb * math.ceil(k / K_TILE) * 4, dtype=torch.float32, device=dev)
+            keep += [rows, xs, xst]
+            a.wrow, a.xsum, a.xstat = rows.data_ptr(), xs.data_ptr(), xst.data_ptr()
+    elif stream:  # wm, nbox: the ring kernel's, unread here
         a.mtile = mtile or stream_mtile(m)
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms, a.mtile)
         a.split, a.stages, a.warps = split or auto_split, stages or auto_stages, warps or auto_warps
@@ -820,9 +884,12 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
             bt = _bias_tile_sums(bias, a.bn, site.static_weight)
             keep.append(bt)
             a.btile = bt.data_ptr()
-    if protect:  # the threshold's terms: a tile's columns with the tile-local check
+    if protect and thin:  # the check sums a column of y over x's m rows
+        a.e = kernel_e(x3, False, m, k, site.e_max_safety, chains)
+    elif protect:  # the threshold's terms: a tile's columns with the tile-local check
         a.e = kernel_e(x3, thread, a.bn if a.local else n, k, site.e_max_safety, chains if thread else 1)
-    fn = lib().ft_gemm_stream if stream else lib().ft_gemm_thread if thread else lib().ft_gemm_global
+    fn = (lib().ft_gemm_thin if thin else lib().ft_gemm_stream if stream else
+          lib().ft_gemm_thread if thread else lib().ft_gemm_global)
     _check(fn(ctypes.byref(a)))
     if log is not None and injections:
         _log_events(plan, log, site.name)

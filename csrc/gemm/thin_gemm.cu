@@ -1,0 +1,495 @@
+// Thread-scheme linear y = x W^T + b for 17-128 rows of x (bandwidth-bound: W's bytes decide),
+// computed transposed on Hopper tensor cores: D = W x^T, W as the wgmma's A (64 rows per
+// warpgroup), x as its B (N = the call's rows padded to 32 / 64 / 128). A 128-row tile of W per
+// CTA is streamed by TMA through a ring; x's tile rides along (from L2). Where the tiles leave SMs
+// idle, K is split over a cluster of 2 or 4 CTAs that reduce their partial tiles through DSMEM,
+// each CTA finishing a slice of the tile's rows (NOTES_gemm.md, session 37).
+//
+// Protection (one-sided, on x): 8 checksum rows ride behind x's rows in the B tile, so the same
+// wgmma computes D[n, c] = W[n] . xc_c with xc = (sum_m x[m], sum_m (m + 1) x[m]) / (256, 65536),
+// each split into 16-bit parts exact to fp32 (bf16 hi + mid + lo, fp16 hi + 2^-11-scaled mid).
+// Each output column n (a row of W) is then checked over the call's rows: sum_m y[m, n] against
+// the checksum columns, in the registers of the warp that finishes row n of D, with the V-ABFT
+// threshold of M terms from W[n]'s statistics (offline) and x's per-k statistics over its rows
+// (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
+// The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
+// the GEMM starts meanwhile (programmatic dependent launch) and streams its first W stages before
+// it waits for the pass.
+#include <type_traits>
+
+#include "ft_common.cuh"
+#include "ft_host.cuh"
+#include "wgmma_ops.cuh"
+
+namespace ftg {
+namespace thin {
+
+constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 8, CHUNK = 64;
+constexpr int W_BYTES = BW * BK * 2;
+// y's columns are weighed (m + 1) / W_DEN and the checksum rows scaled by 1 / SCALE (fp16's range).
+constexpr float W_DEN = 256.f, SCALE = 256.f;
+
+template <int NX, bool PROT> struct Cfg {
+  static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
+  static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
+  static constexpr int STAGE = W_BYTES + X_BYTES;
+  static constexpr int PP = NX + 8;                // partial tile pitch in floats (% 32 == 8: no bank conflicts)
+  static constexpr int P_BYTES = BW * PP * 4;
+  static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
+};
+struct Ctrl {
+  uint64_t full[MAX_STAGES], empty[MAX_STAGES];
+  float bpart[3][3];  // x's statistics over K (V-ABFT's B statistics), three warps' shares
+  float rbias[BW];    // the bias of the CTA's rows of D (columns of y)
+  float2 rstat[BW];   // their W statistics (mean, extrema variance)
+  int wfin, ndet, ncorr, nunc;
+};
+// y staging: NX rows of the CTA's BW / split columns, rows 16-byte aligned.
+__host__ __device__ constexpr int ystg_pitch(int split) { return BW / split + 8; }
+template <int NX, bool PROT> size_t smem_bytes(int stages, int split) {
+  using C = Cfg<NX, PROT>;
+  const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES + (size_t)NX * ystg_pitch(split) * 2;
+  return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
+}
+
+// ---------------------------------------------------------------- the x-side pass
+// One CTA per 64-wide chunk of K: per column k, the sums over x's rows (plain and weighted) as
+// checksum rows, and the chunk's V-ABFT statistics of x^T (sum_k |mu_k|, sum_k var_k, sum_k mu_k^2
+// with mu_k, var_k the mean and extrema variance of x[:, k] over the M rows).
+template <typename T>
+__global__ void __launch_bounds__(256) thin_xsum_kernel(const __grid_constant__ Args args) {
+  __shared__ float red[8][4][64];
+  __shared__ float cst[2][3];
+  grid_dep_wait();  // x may be the previous kernel's output
+  // Lets the GEMM launch: everything before this pass is complete, so it may read W before it waits.
+  grid_dep_launch_dependents();
+  const int c = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t M = args.M, K = args.K;
+  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+  const int64_t k = (int64_t)c * CHUNK + 2 * lane;  // the lane's two columns (K % 8 == 0)
+  float sp[2] = {0.f, 0.f}, sw[2] = {0.f, 0.f}, mx[2] = {-INFINITY, -INFINITY}, mn[2] = {INFINITY, INFINITY};
+  if (k < K) {
+#pragma unroll 8  // one round trip for up to 64 rows
+    for (int64_t m = warp; m < M; m += 8) {
+      const float2 v = Elem<T>::unpack(__ldg(reinterpret_cast<const uint32_t*>(X + m * args.x_rstride + k)));
+      const float wm = (float)(m + 1);
+      sp[0] += v.x; sp[1] += v.y;
+      sw[0] = fmaf(wm, v.x, sw[0]); sw[1] = fmaf(wm, v.y, sw[1]);
+      mx[0] = fmaxf(mx[0], v.x); mx[1] = fmaxf(mx[1], v.y);
+      mn[0] = fminf(mn[0], v.x); mn[1] = fminf(mn[1], v.y);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    red[warp][0][2 * lane + e] = sp[e]; red[warp][1][2 * lane + e] = sw[e];
+    red[warp][2][2 * lane + e] = mx[e]; red[warp][3][2 * lane + e] = mn[e];
+  }
+  __syncthreads();
+  if (tid < CHUNK) {  // column kk of the chunk, warps summed in order
+    const int64_t kk = (int64_t)c * CHUNK + tid;
+    float p = 0.f, w = 0.f, hi = -INFINITY, lo = INFINITY;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      p += red[i][0][tid]; w += red[i][1][tid];
+      hi = fmaxf(hi, red[i][2][tid]); lo = fminf(lo, red[i][3][tid]);
+    }
+    float amu = 0.f, var = 0.f, mu2 = 0.f;
+    if (kk < K) {
+      const float mu = p / (float)M;
+      amu = fabsf(mu);
+      var = fmaxf(0.f, (hi - mu) * (mu - lo));
+      if (p != p) var = p;  // a NaN in the column: fmaxf / fminf dropped it, the sum did not
+      mu2 = mu * mu;
+      T* xs = static_cast<T*>(args.xsum) + (int64_t)b * 8 * K + kk;
+      const float v[2] = {p * (1.f / SCALE), w * (1.f / (SCALE * W_DEN))};
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const T h = Elem<T>::from_f(v[s]);
+        const float r = v[s] - Elem<T>::to_f(h);
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+          const T md = Elem<T>::from_f(r);
+          xs[(3 * s) * K] = h; xs[(3 * s + 1) * K] = md;
+          xs[(3 * s + 2) * K] = Elem<T>::from_f(r - Elem<T>::to_f(md));
+        } else {  // fp16: the residual scaled out of the subnormal range
+          xs[(3 * s) * K] = h; xs[(3 * s + 1) * K] = Elem<T>::from_f(r * 2048.f);
+          xs[(3 * s + 2) * K] = Elem<T>::from_f(0.f);
+        }
+      }
+      xs[6 * K] = Elem<T>::from_f(0.f);
+      xs[7 * K] = Elem<T>::from_f(0.f);
+    }
+    amu = warp_sum(amu); var = warp_sum(var); mu2 = warp_sum(mu2);
+    if (lane == 0) { cst[warp][0] = amu; cst[warp][1] = var; cst[warp][2] = mu2; }
+  }
+  __syncthreads();
+  if (tid < 3) args.xstat[((int64_t)b * gridDim.x + c) * 4 + tid] = cst[0][tid] + cst[1][tid];
+}
+
+// ---------------------------------------------------------------- the GEMM
+template <int NC>
+__device__ __forceinline__ void inject_acc(float (&acc)[NC / 2], int idx, const Injection& inj, float* log) {
+#pragma unroll
+  for (int i = 0; i < NC / 2; ++i)
+    if (i == idx) acc[i] = inject_one(acc[i], inj, log);
+}
+
+// Rare: the fault of row n (a column of y) located at x row p and recomputed; true when the row's
+// sum then passes its check. v: the lane's values of the row (columns lane + 32 q).
+template <typename T, int NQ>
+static __device__ __noinline__ bool fix_row(float (&v)[NQ], const Args& args, int b, int64_t n, float bn, int p,
+                                            float cp, float thr, int lane) {
+  const T* W = static_cast<const T*>(args.w) + (int64_t)b * args.w_bstride + n * args.w_rstride;
+  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+  const float t = warp_dot(X + (int64_t)p * args.x_rstride, W, args.K, lane) + bn;
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    const int m = 32 * q + lane;
+    if (m == p) v[q] = t;
+    if (m < args.M) s += v[q];
+  }
+  return !exceeds(warp_sum(s) - cp, thr);
+}
+// Rare: every element of row n recomputed (policy "recompute", an uncorrectable row).
+template <typename T, int NQ>
+static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& args, int b, int64_t n, float bn,
+                                                  int lane) {
+  const T* W = static_cast<const T*>(args.w) + (int64_t)b * args.w_bstride + n * args.w_rstride;
+  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+  for (int m = 0; m < args.M; ++m) {
+    const float t = warp_dot(X + (int64_t)m * args.x_rstride, W, args.K, lane) + bn;
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+      if (32 * q + lane == m) v[q] = t;
+  }
+}
+
+template <typename T, int NX, bool PROT, bool INJ>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
+                     const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
+  using C = Cfg<NX, PROT>;
+  constexpr int NC = C::NC, NQ = C::NQ;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int NS = args.stages, S = args.split;
+  const int ring = NS * C::STAGE, epi = C::P_BYTES + NX * ystg_pitch(S) * 2;
+  Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));
+  float* part = reinterpret_cast<float*>(base);                  // aliases the ring after the k-loop
+  uint8_t* ystg = base + C::P_BYTES;
+
+  const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
+  const int rank = S > 1 ? (int)cluster_rank() : 0;
+  const int tile = blockIdx.x / S, b = blockIdx.z;
+  const int64_t M = args.M, N = args.N, K = args.K;
+  const int nk = cdiv(K, BK);
+  const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
+
+  if (tid == 0) {
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
+    sm.ndet = sm.ncorr = sm.nunc = 0;
+    fence_barrier_init();
+    tma_prefetch_desc(&tmW);
+    tma_prefetch_desc(&tmX);
+    if (PROT) tma_prefetch_desc(&tmC);
+  }
+  __syncthreads();
+  grid_dep_launch_dependents();
+
+  if (warp == 0) {  // ------------------------------------------------- TMA producer
+    if (lane == 0) {
+      // Protected: the launch follows the x-side pass, which waited for everything before it:
+      // W may be read before this kernel waits for the pass.
+      const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
+      for (int i = 0; i < pre; ++i) {
+        mbar_expect_tx(&sm.full[i], C::STAGE);
+        tma_load_3d(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
+      }
+      grid_dep_wait();
+      for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
+        uint8_t* st = base + slot * C::STAGE;
+        if (i >= pre) {
+          if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
+          mbar_expect_tx(&sm.full[slot], C::STAGE);
+          tma_load_3d(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
+        }
+        tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (PROT) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (++slot == NS) { slot = 0; ++round; }
+      }
+    }
+  } else {
+    grid_dep_wait();
+  }
+  if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
+    const T* bias = static_cast<const T*>(args.bias);
+    for (int r = tid - 32; r < BW / S; r += 96) {
+      const int64_t n = (int64_t)tile * BW + rank * (BW / S) + r;
+      sm.rbias[r] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
+      if (PROT) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
+                                    : make_float2(0.f, 0.f);
+    }
+  }
+  if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
+    const int nch = cdiv(K, CHUNK);
+    float s[3] = {0.f, 0.f, 0.f};
+    for (int c = tid - 32; c < nch; c += 96)
+#pragma unroll
+      for (int i = 0; i < 3; ++i) s[i] += args.xstat[((int64_t)b * nch + c) * 4 + i];
+#pragma unroll
+    for (int i = 0; i < 3; ++i) s[i] = warp_sum(s[i]);
+    if (lane < 3) sm.bpart[warp - 1][lane] = s[lane];  // summed in warp order after the k-loop
+    if (tid == 32) sm.wfin = *args.wfinite;
+  }
+
+  float acc[NC / 2];
+  if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
+    const int cw = warp / 4 - 1;
+#pragma unroll
+    for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
+    for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
+      mbar_wait(&sm.full[slot], round & 1);
+      const uint32_t st = smem_u32(base + slot * C::STAGE);
+      const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / 16; ++ks) wgmma_ss<T, NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+      wgmma_commit();
+      if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
+        for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
+          const Injection& inj = args.inj[q];
+          if (inj.step != kb + i || inj.row / M != b || inj.col / BW != tile || (inj.col % BW) / 64 != cw) continue;
+          wgmma_wait<0>();
+          reg_fence<NC / 2>(acc);
+          const int nl = inj.col % BW, m = (int)(inj.row % M);
+          if ((nl % 64) / 16 == warp % 4 && lane == (nl % 8) * 4 + (m % 8) / 2)
+            inject_acc<NC>(acc, 4 * (m / 8) + 2 * ((nl % 16) / 8) + (m % 2), inj, args.inj_log);
+        }
+      }
+      wgmma_wait<1>();  // the previous stage's wgmmas are done: release its slot
+      if (i > 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
+      prev = slot;
+      if (++slot == NS) { slot = 0; ++round; }
+    }
+    wgmma_wait<0>();
+    reg_fence<NC / 2>(acc);
+  }
+  __syncthreads();  // the ring is consumed: the partial tile may overwrite it
+  if (warp >= 4) {  // D[n][c] -> part[n * PP + c]
+    const int cw = warp / 4 - 1, g = lane / 4, c4 = lane % 4;
+    const int n0 = cw * 64 + (warp % 4) * 16 + g;
+#pragma unroll
+    for (int j = 0; j < NC / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(part + (n0 + 8 * h) * C::PP + 8 * j + 2 * c4) =
+            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+  }
+  if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
+  else __syncthreads();
+
+  // ------------------------------------------------------------- rows [rank R, rank R + R): reduce, check, stage
+  const int R = BW / S, YP = ystg_pitch(S);
+  int ndet = 0, ncorr = 0, nunc = 0;
+  bool invalid = false;
+  float bst[3] = {0.f, 0.f, 0.f};
+  if constexpr (PROT) {
+#pragma unroll
+    for (int i = 0; i < 3; ++i) bst[i] = sm.bpart[0][i] + sm.bpart[1][i] + sm.bpart[2][i];
+    invalid = !(isfinite(bst[0]) && isfinite(bst[1]) && isfinite(bst[2])) || !sm.wfin;
+  }
+  for (int rr = warp; rr < R; rr += THREADS / 32) {
+    const int nl = rank * R + rr;
+    const int64_t n = (int64_t)tile * BW + nl;
+    float v[NQ];
+    {
+      float l[NQ][4];  // every source's loads in flight before any is used
+#pragma unroll
+      for (int q = 0; q < NQ; ++q)
+#pragma unroll
+        for (int src = 0; src < 4; ++src) {
+          const int col = 32 * q + lane;
+          l[q][src] = 0.f;
+          if (src < S && col < NC) {
+            const uint32_t a = smem_u32(part + nl * C::PP + col);
+            l[q][src] = S > 1 ? ld_dsmem_f32(a, src) : part[nl * C::PP + col];
+          }
+        }
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        v[q] = l[q][0];
+#pragma unroll
+        for (int src = 1; src < 4; ++src)
+          if (src < S) v[q] += l[q][src];
+      }
+    }
+    const float bn = sm.rbias[rr];
+    float chk[6];
+    if constexpr (PROT) {
+#pragma unroll
+      for (int j = 0; j < 6; ++j) chk[j] = __shfl_sync(0xffffffffu, v[NX / 32], j);
+    }
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+      if (32 * q + lane < NX) v[q] += bn;
+    if constexpr (INJ) {  // output-stage faults (final fp32 values)
+      for (int qi = 0; qi < args.n_inj; ++qi) {
+        const Injection& inj = args.inj[qi];
+        if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
+        const int m = (int)(inj.row % M);
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+          if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
+      }
+    }
+    if constexpr (PROT) {
+      if (n < N && !invalid) {
+        float sp = 0.f;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+          if (32 * q + lane < M) sp += v[q];
+        sp = warp_sum(sp);
+        constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
+        const float fm = (float)M;
+        const float cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
+        const float cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
+        const float2 ws = sm.rstat[rr];
+        const float thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
+        const float d1 = sp - cp;
+        if (exceeds(d1, thr)) {  // warp-uniform: every lane holds the sums
+          ++ndet;
+          if (args.policy == kCorrect || args.policy == kRecompute) {
+            // The faulty row of x: weighted over plain residual, or the only non-finite element.
+            int p = -1;
+            unsigned nf = 0;
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
+            if (nf == 0) {  // sums again on values scaled by 2^-8: a huge faulty value cannot overflow them
+              float p1 = 0.f, p2 = 0.f;
+#pragma unroll
+              for (int q = 0; q < NQ; ++q) {
+                const int m = 32 * q + lane;
+                if (m < M) {
+                  p1 = fmaf(v[q], 1.f / 256.f, p1);
+                  p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+                }
+              }
+              p1 = warp_sum(p1) - cp * (1.f / 256.f);
+              p2 = warp_sum(p2) - cwt * (1.f / 256.f);
+              const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
+              if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= fm) p = (int)near - 1;
+            } else if (nf == 1) {
+#pragma unroll
+              for (int q = 0; q < NQ; ++q) {
+                const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
+                if (bal) p = 32 * q + __ffs(bal) - 1;
+              }
+            }
+            const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, cp, thr, lane);
+            if (ok) {
+              ++ncorr;
+            } else {
+              ++nunc;
+              if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+      const int m = 32 * q + lane;
+      if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+    }
+  }
+  if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
+  if constexpr (PROT) {
+    if (lane == 0 && (ndet | ncorr | nunc)) {
+      atomicAdd(&sm.ndet, ndet); atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc);
+    }
+  }
+  __syncthreads();
+  {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
+    T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
+    const int64_t c0 = (int64_t)tile * BW + rank * R;
+    const int chunks = R / 8;
+    const bool vec = args.ldy % 8 == 0;
+    for (int i = tid; i < M * chunks; i += THREADS) {
+      const int m = i / chunks, ch = i % chunks;
+      const int64_t col = c0 + 8 * ch;
+      const T* src = reinterpret_cast<const T*>(ystg + (size_t)m * YP * 2) + 8 * ch;
+      T* dst = yb + m * args.ldy + col;
+      if (vec && col + 8 <= N) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+      } else {
+        for (int e = 0; e < 8 && col + e < N; ++e) dst[e] = src[e];
+      }
+    }
+  }
+  if constexpr (PROT) {
+    if (tid == 0) {
+      add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
+      if (tile == 0 && rank == 0) {
+        count_nonfinite_once(args, invalid, (int)args.batch, static_cast<unsigned long long*>(args.ws));
+        if (b == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
+      }
+    }
+  }
+  if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
+}
+
+template <typename T, int NX, bool PROT, bool INJ>
+int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
+  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ>;
+  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
+  if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
+  const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
+  if (PROT) {
+    const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
+    if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
+  }
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
+}
+template <typename T, int NX>
+int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
+  if (!a->protect) return launch<T, NX, false, false>(a, tw, tx, tc);
+  return a->n_inj ? launch<T, NX, true, true>(a, tw, tx, tc) : launch<T, NX, true, false>(a, tw, tx, tc);
+}
+template <typename T>
+int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
+  if (a->mtile == 32) return dispatch_p<T, 32>(a, tw, tx, tc);
+  if (a->mtile == 64) return dispatch_p<T, 64>(a, tw, tx, tc);
+  return dispatch_p<T, 128>(a, tw, tx, tc);
+}
+
+}  // namespace thin
+}  // namespace ftg
+
+// Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1, 2, 4);
+// stages: ring depth; protected calls need wrow, xsum ([batch, 8, K]), xstat, ws (8 bytes, zero).
+extern "C" int ft_gemm_thin(const ftg::Args* a) {
+  using namespace ftg;
+  const int nx = a->mtile;
+  if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
+      (a->split != 1 && a->split != 2 && a->split != 4) || a->stages < 2 || a->stages > thin::MAX_STAGES ||
+      (a->protect && (!a->wrow || !a->xsum || !a->xstat)))
+    return FTG_ERR_ARGS;
+  CUtensorMap tw, tx, tc;
+  if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
+      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, nx))
+    return FTG_ERR_TMAP;
+  if (a->protect) {
+    if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
+  } else {
+    tc = tx;
+  }
+  return a->dtype == 0 ? thin::dispatch<__nv_bfloat16>(a, tw, tx, tc) : thin::dispatch<__half>(a, tw, tx, tc);
+}
+
+// Shared memory of a thin-kernel launch (the host's choice of ring depth).
+extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
+  using namespace ftg::thin;
+  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split) : smem_bytes<32, false>(stages, split);
+  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split) : smem_bytes<64, false>(stages, split);
+  return protect ? smem_bytes<128, true>(stages, split) : smem_bytes<128, false>(stages, split);
+}
