@@ -825,10 +825,12 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         chains = a.split
         if protect:
             rows = _thin_row_stats(w3, site.static_weight)
-            xs = torch.empty(wb * 8 * k, dtype=x.dtype, device=dev)
-            xst = torch.empty(wb * math.ceil(k / K_TILE) * 4, dtype=torch.float32, device=dev)
-            keep += [rows, xs, xst]
-            a.wrow, a.xsum, a.xstat = rows.data_ptr(), xs.data_ptr(), xst.data_ptr()
+            # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
+            # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary.
+            sums_bytes = (wb * 8 * k * 2 + 15) // 16 * 16
+            xs = torch.empty(sums_bytes + wb * math.ceil(k / K_TILE) * 16, dtype=torch.uint8, device=dev)
+            keep += [rows, xs]
+            a.wrow, a.xsum, a.xstat = rows.data_ptr(), xs.data_ptr(), xs.data_ptr() + sums_bytes
     elif stream:  # wm, nbox: the ring kernel's, unread here
         a.mtile = mtile or stream_mtile(m)
         auto_split, auto_stages, auto_warps = stream_config(m, n, k, wb, a.num_sms, a.mtile)
