@@ -9,7 +9,7 @@
 // wgmma computes D[n, c] = W[n] . xc_c with xc = (sum_m x[m], sum_m (m + 1) x[m]) / (256, 65536),
 // each split into 16-bit parts exact to fp32 (bf16 hi + mid + lo, fp16 hi + 2^-11-scaled mid).
 // Each output column n (a row of W) is then checked over the call's rows: sum_m y[m, n] against
-// the checksum columns, in the registers of the warp that finishes row n of D, with the V-ABFT
+// the checksum columns, by one thread per row of D once the tile's rows are final, with the V-ABFT
 // threshold of M terms from W[n]'s statistics (offline) and x's per-k statistics over its rows
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
@@ -20,6 +20,13 @@
 #include "ft_common.cuh"
 #include "ft_host.cuh"
 #include "wgmma_ops.cuh"
+
+// Diagnostics only (benchmarks/ablate_thin.sh): bits that drop parts of the protection to time
+// them; 0 in every build the package makes. 1: no column checks in the epilogue (the checksum
+// columns are still computed), 2: no x-side pass (the checksum rows are whatever the buffer holds).
+#ifndef FTG_THIN_ABLATE
+#define FTG_THIN_ABLATE 0
+#endif
 
 namespace ftg {
 namespace thin {
@@ -43,6 +50,8 @@ struct Ctrl {
   float rbias[BW];    // the bias of the CTA's rows of D (columns of y)
   float2 rstat[BW];   // their W statistics (mean, extrema variance)
   int wfin, ndet, ncorr, nunc;
+  int nfix;             // alarmed rows of D to correct, and which (their index in the CTA's slice)
+  uint8_t fixrow[BW];
 };
 // y staging: NX rows of the CTA's BW / split columns, rows 16-byte aligned.
 __host__ __device__ constexpr int ystg_pitch(int split) { return BW / split + 8; }
@@ -164,6 +173,23 @@ static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& ar
   }
 }
 
+// A row of D's check terms: its sums over x's rows as the checksum columns give them (plain cp,
+// weighted cwt, the bias's share included) and the V-ABFT threshold of M terms.
+struct ColumnCheck {
+  float cp, cwt, thr;
+};
+template <typename T>
+__device__ __forceinline__ ColumnCheck column_check(const float (&chk)[6], float bn, float2 ws, int M,
+                                                   const float (&bst)[3], const Args& args) {
+  constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
+  const float fm = (float)M;
+  ColumnCheck k;
+  k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
+  k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
+  k.thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
+  return k;
+}
+
 template <typename T, int NX, bool PROT, bool INJ>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
@@ -187,7 +213,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
-    sm.ndet = sm.ncorr = sm.nunc = 0;
+    sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
     tma_prefetch_desc(&tmX);
@@ -324,11 +350,6 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
     const float bn = sm.rbias[rr];
-    float chk[6];
-    if constexpr (PROT) {
-#pragma unroll
-      for (int j = 0; j < 6; ++j) chk[j] = __shfl_sync(0xffffffffu, v[NX / 32], j);
-    }
 #pragma unroll
     for (int q = 0; q < NQ; ++q)
       if (32 * q + lane < NX) v[q] += bn;
@@ -342,71 +363,96 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
       }
     }
-    if constexpr (PROT) {
-      if (n < N && !invalid) {
-        float sp = 0.f;
-#pragma unroll
-        for (int q = 0; q < NQ; ++q)
-          if (32 * q + lane < M) sp += v[q];
-        sp = warp_sum(sp);
-        constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
-        const float fm = (float)M;
-        const float cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
-        const float cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
-        const float2 ws = sm.rstat[rr];
-        const float thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
-        const float d1 = sp - cp;
-        if (exceeds(d1, thr)) {  // warp-uniform: every lane holds the sums
-          ++ndet;
-          if (args.policy == kCorrect || args.policy == kRecompute) {
-            // The faulty row of x: weighted over plain residual, or the only non-finite element.
-            int p = -1;
-            unsigned nf = 0;
-#pragma unroll
-            for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
-            if (nf == 0) {  // sums again on values scaled by 2^-8: a huge faulty value cannot overflow them
-              float p1 = 0.f, p2 = 0.f;
-#pragma unroll
-              for (int q = 0; q < NQ; ++q) {
-                const int m = 32 * q + lane;
-                if (m < M) {
-                  p1 = fmaf(v[q], 1.f / 256.f, p1);
-                  p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
-                }
-              }
-              p1 = warp_sum(p1) - cp * (1.f / 256.f);
-              p2 = warp_sum(p2) - cwt * (1.f / 256.f);
-              const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
-              if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= fm) p = (int)near - 1;
-            } else if (nf == 1) {
-#pragma unroll
-              for (int q = 0; q < NQ; ++q) {
-                const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
-                if (bal) p = 32 * q + __ffs(bal) - 1;
-              }
-            }
-            const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, cp, thr, lane);
-            if (ok) {
-              ++ncorr;
-            } else {
-              ++nunc;
-              if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
-            }
-          }
-        }
-      }
-    }
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
       const int m = 32 * q + lane;
       if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+      // Protected: the row's final values back into its own partial row, which only this warp
+      // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
+      if (PROT && m < NC) part[nl * C::PP + m] = v[q];
     }
   }
   if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
-  if constexpr (PROT) {
-    if (lane == 0 && (ndet | ncorr | nunc)) {
-      atomicAdd(&sm.ndet, ndet); atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc);
+  if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
+    __syncthreads();  // every row's final values are in part
+    // The column checks, one thread per row of D (a column of y): the row's sum over x's M rows
+    // in 16-byte loads, against its checksum columns - no shuffles on the tail.
+    if (tid < R) {
+      const int nl = rank * R + tid;
+      const int64_t n = (int64_t)tile * BW + nl;
+      if (n < N && !invalid) {
+        const float* row = part + nl * C::PP;
+        float sp = 0.f;
+#pragma unroll 4
+        for (int m = 0; m < M; m += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(row + m);
+          sp += f.x + (m + 1 < M ? f.y : 0.f) + (m + 2 < M ? f.z : 0.f) + (m + 3 < M ? f.w : 0.f);
+        }
+        const float4 c0 = *reinterpret_cast<const float4*>(row + NX);
+        const float2 c1 = *reinterpret_cast<const float2*>(row + NX + 4);
+        const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
+        const ColumnCheck k = column_check<T>(chk, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
+        if (exceeds(sp - k.cp, k.thr)) {
+          ++ndet;
+          if (args.policy == kCorrect || args.policy == kRecompute) sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
+        }
+      }
     }
+    __syncthreads();
+    // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
+    for (int i = warp; i < sm.nfix; i += THREADS / 32) {
+      const int rr = sm.fixrow[i], nl = rank * R + rr;
+      const int64_t n = (int64_t)tile * BW + nl;
+      float v[NQ];
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+      float chk[6];
+#pragma unroll
+      for (int j = 0; j < 6; ++j) chk[j] = __shfl_sync(0xffffffffu, v[NX / 32], j);
+      const float bn = sm.rbias[rr];
+      const ColumnCheck k = column_check<T>(chk, bn, sm.rstat[rr], (int)M, bst, args);
+      // The faulty row of x: weighted over plain residual, or the only non-finite element.
+      int p = -1;
+      unsigned nf = 0;
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
+      if (nf == 0) {  // sums on values scaled by 2^-8: a huge faulty value cannot overflow them
+        float p1 = 0.f, p2 = 0.f;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+          const int m = 32 * q + lane;
+          if (m < M) {
+            p1 = fmaf(v[q], 1.f / 256.f, p1);
+            p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+          }
+        }
+        p1 = warp_sum(p1) - k.cp * (1.f / 256.f);
+        p2 = warp_sum(p2) - k.cwt * (1.f / 256.f);
+        const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
+        if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)M) p = (int)near - 1;
+      } else if (nf == 1) {
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+          const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
+          if (bal) p = 32 * q + __ffs(bal) - 1;
+        }
+      }
+      const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, k.cp, k.thr, lane);
+      if (ok) {
+        ++ncorr;
+      } else {
+        ++nunc;
+        if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
+      }
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        const int m = 32 * q + lane;
+        if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+      }
+    }
+    // ndet: per thread; ncorr, nunc: per warp (lane 0 counts)
+    if (ndet) atomicAdd(&sm.ndet, ndet);
+    if (lane == 0 && (ncorr | nunc)) { atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc); }
   }
   __syncthreads();
   {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
@@ -444,7 +490,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  if (PROT) {
+  if (PROT && !(FTG_THIN_ABLATE & 2)) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
