@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Where the thin kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_THIN_ABLATE bits, csrc/gemm/thin_gemm.cu: 1 no column checks, 2 no x-side
-# pass) and times thin on (and off, in build 0) per build on a few shapes, each build in its own
-# process. ABLATE: the builds (default "0 1 2 3"); SHAPES="MxNxK,...": other shapes.
+# pass, 4 no correction path) and times thin on (and off, in build 0) per build on a few shapes, each build in its own
+# process. ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes.
 # Diagnostics only: the ablated builds give unchecked or wrong answers.
 # Usage (device tool): bash benchmarks/ablate_thin.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ablate
-builds="${ABLATE:-0 1 2 3}"
+builds="${ABLATE:-0 1 4}"
 flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC)
 # The other kernels once, the thin kernel per build (object files, linked per build).
 for f in csrc/gemm/*.cu; do
@@ -38,7 +38,7 @@ for shape in [tuple(int(v) for v in s.split("x")) for s in shapes.split(",")]:
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in $builds; do
-  echo "== FTG_THIN_ABLATE=$a (1: no column checks, 2: no x-side pass)"
+  echo "== FTG_THIN_ABLATE=$a (1: no column checks, 2: no x-side pass, 4: no correction path)"
   names=on
   [ "$a" = 0 ] && names=off,on
   FTCOMPILE_GEMM_LIB=/tmp/ablate/libgemm_thin_$a.so timeout 120 python3 /tmp/ablate/run_thin.py "$names" 2>&1 | grep -v Warning

@@ -23,7 +23,8 @@
 
 // Diagnostics only (benchmarks/ablate_thin.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no column checks in the epilogue (the checksum
-// columns are still computed), 2: no x-side pass (the checksum rows are whatever the buffer holds).
+// columns are still computed), 2: no x-side pass (the checksum rows are whatever the buffer holds),
+// 4: checks without the correction path (alarms only counted; fix_row / recompute_row not built).
 #ifndef FTG_THIN_ABLATE
 #define FTG_THIN_ABLATE 0
 #endif
@@ -394,13 +395,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         const ColumnCheck k = column_check<T>(chk, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
         if (exceeds(sp - k.cp, k.thr)) {
           ++ndet;
-          if (args.policy == kCorrect || args.policy == kRecompute) sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
+          if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
+            sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
         }
       }
     }
     __syncthreads();
     // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
-    for (int i = warp; i < sm.nfix; i += THREADS / 32) {
+    for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
       const int rr = sm.fixrow[i], nl = rank * R + rr;
       const int64_t n = (int64_t)tile * BW + nl;
       float v[NQ];
