@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Where the thin kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_THIN_ABLATE bits, csrc/gemm/thin_gemm.cu: 1 no column checks, 2 no x-side
-# pass, 4 no correction path) and times thin on (and off, in build 0) per build on a few shapes, each build in its own
-# process. ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes.
+# pass, 4 no correction path) and times thin on (and off, in build 0) on a few shapes, each build
+# in its own process. ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes.
 # Diagnostics only: the ablated builds give unchecked or wrong answers.
 # Usage (device tool): bash benchmarks/ablate_thin.sh
 set -u
