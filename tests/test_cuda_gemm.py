@@ -97,6 +97,17 @@ def test_thread_kernel_choice_follows_the_measurements():
     assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
 
 
+def test_thin_split_fills_the_waves():
+    """The thin kernel's K split: the one whose waves of CTAs (one per SM) stream W fastest, the
+    smallest among equals, >= 8 k-steps per CTA: 86 tiles (N = 11008) take 3 (258 CTAs, two
+    waves nearly full) where 1 or 2 leave a third of the SMs idle; 32 tiles take 4, 112 tiles 1."""
+    pick = lambda m, n, k: cuda_gemm.thin_config(m, n, k, 1, 132, stages=8)[1]
+    assert pick(32, 11008, 4096) == 3 and pick(128, 11008, 4096) == 3
+    assert pick(64, 4096, 4096) == 4 and pick(64, 4096, 11008) == 4
+    assert pick(32, 14336, 4096) == 1 and pick(64, 2304, 768) == 1
+    assert pick(64, 768, 3072) == 4 and pick(64, 768, 768) == 1  # (768: 12 k-steps, no split)
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_thin_reference_checks_each_column_over_the_rows(bias):
     """The thin kernel's algorithm (gemm.linear_thin) on the CPU: clean inputs of several
@@ -625,6 +636,32 @@ def test_stream_kernel_every_cluster_split(dtype, depth, warps):
                                        kernel="stream")
             assert torch.equal(clean, same_order), (m, n, k, split)
             faults += _fault_each_stage(name, run, clean, dtype, (m - 1, n // 3), k)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_thin_kernel_every_cluster_split(dtype):
+    """The thin kernel splits K over 1-4 CTAs, each finishing a slice of the tile's rows of D
+    (even slices, or 40 / 40 / 48 rows for 3): the same numerics, checks and corrections for
+    every split, with N and K tails, and faults in the first and the last slice."""
+    name = f"cu-thin-split-{dtype}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    faults = 0
+    for m, n, k in [(17, 300, 1032), (64, 4096, 1024), (128, 200, 2048)]:
+        x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+        ref = F.linear(x.double(), w.double(), b.double())
+        torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+        for split in (1, 2, 3, 4):
+            run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect, split=split,
+                                                     kernel="thin")
+            for protect in (True, False):
+                assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k, split)
+            clean = run()
+            for col in (3, 127):  # the first slice's rows of D, the last one's
+                faults += _fault_each_stage(name, run, clean, dtype, (m - 1, col), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
 

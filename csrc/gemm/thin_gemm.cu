@@ -2,7 +2,7 @@
 // computed transposed on Hopper tensor cores: D = W x^T, W as the wgmma's A (64 rows per
 // warpgroup), x as its B (N = the call's rows padded to 32 / 64 / 128). A 128-row tile of W per
 // CTA is streamed by TMA through a ring; x's tile rides along (from L2). Where the tiles leave SMs
-// idle, K is split over a cluster of 2 or 4 CTAs that reduce their partial tiles through DSMEM,
+// idle, K is split over a cluster of 2-4 CTAs that reduce their partial tiles through DSMEM,
 // each CTA finishing a slice of the tile's rows (NOTES_gemm.md, session 37).
 //
 // Protection (one-sided, on x): 8 checksum rows ride behind x's rows in the B tile, so the same
@@ -54,8 +54,16 @@ struct Ctrl {
   int nfix;             // alarmed rows of D to correct, and which (their index in the CTA's slice)
   uint8_t fixrow[BW];
 };
-// y staging: NX rows of the CTA's BW / split columns, rows 16-byte aligned.
-__host__ __device__ constexpr int ystg_pitch(int split) { return BW / split + 8; }
+// A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
+// slice0(r + 1)), multiples of 8 (16-byte stores of y); even for split 1, 2, 4, 40 / 40 / 48 for 3.
+__host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
+__host__ __device__ constexpr int max_slice(int split) {
+  int m = 0;
+  for (int r = 0; r < split; ++r) m = slice0(r + 1, split) - slice0(r, split) > m ? slice0(r + 1, split) - slice0(r, split) : m;
+  return m;
+}
+// y staging: NX rows of the CTA's slice of columns, rows 16-byte aligned.
+__host__ __device__ constexpr int ystg_pitch(int split) { return max_slice(split) + 8; }
 template <int NX, bool PROT> size_t smem_bytes(int stages, int split) {
   using C = Cfg<NX, PROT>;
   const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES + (size_t)NX * ystg_pitch(split) * 2;
@@ -250,8 +258,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
     const T* bias = static_cast<const T*>(args.bias);
-    for (int r = tid - 32; r < BW / S; r += 96) {
-      const int64_t n = (int64_t)tile * BW + rank * (BW / S) + r;
+    for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
+      const int64_t n = (int64_t)tile * BW + slice0(rank, S) + r;
       sm.rbias[r] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
       if (PROT) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
                                     : make_float2(0.f, 0.f);
@@ -315,8 +323,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
   else __syncthreads();
 
-  // ------------------------------------------------------------- rows [rank R, rank R + R): reduce, check, stage
-  const int R = BW / S, YP = ystg_pitch(S);
+  // ------------------------------------------------------------- the CTA's slice of rows: reduce, check, stage
+  const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0, YP = ystg_pitch(S);
   int ndet = 0, ncorr = 0, nunc = 0;
   bool invalid = false;
   float bst[3] = {0.f, 0.f, 0.f};
@@ -326,7 +334,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     invalid = !(isfinite(bst[0]) && isfinite(bst[1]) && isfinite(bst[2])) || !sm.wfin;
   }
   for (int rr = warp; rr < R; rr += THREADS / 32) {
-    const int nl = rank * R + rr;
+    const int nl = R0 + rr;
     const int64_t n = (int64_t)tile * BW + nl;
     float v[NQ];
     {
@@ -379,7 +387,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // The column checks, one thread per row of D (a column of y): the row's sum over x's M rows
     // in 16-byte loads, against its checksum columns - no shuffles on the tail.
     if (tid < R) {
-      const int nl = rank * R + tid;
+      const int nl = R0 + tid;
       const int64_t n = (int64_t)tile * BW + nl;
       if (n < N && !invalid) {
         const float* row = part + nl * C::PP;
@@ -403,7 +411,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     __syncthreads();
     // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
     for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
-      const int rr = sm.fixrow[i], nl = rank * R + rr;
+      const int rr = sm.fixrow[i], nl = R0 + rr;
       const int64_t n = (int64_t)tile * BW + nl;
       float v[NQ];
 #pragma unroll
@@ -459,7 +467,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   __syncthreads();
   {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
     T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
-    const int64_t c0 = (int64_t)tile * BW + rank * R;
+    const int64_t c0 = (int64_t)tile * BW + R0;
     const int chunks = R / 8;
     const bool vec = args.ldy % 8 == 0;
     for (int i = tid; i < M * chunks; i += THREADS) {
@@ -513,13 +521,13 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const 
 }  // namespace thin
 }  // namespace ftg
 
-// Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1, 2, 4);
+// Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1-4);
 // stages: ring depth; protected calls need wrow, xsum ([batch, 8, K]), xstat, ws (8 bytes, zero).
 extern "C" int ft_gemm_thin(const ftg::Args* a) {
   using namespace ftg;
   const int nx = a->mtile;
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
-      (a->split != 1 && a->split != 2 && a->split != 4) || a->stages < 2 || a->stages > thin::MAX_STAGES ||
+      a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES ||
       (a->protect && (!a->wrow || !a->xsum || !a->xstat)))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;

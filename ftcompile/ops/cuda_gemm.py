@@ -568,15 +568,15 @@ THIN_W_BYTES = 32 << 20
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None) -> Tuple[int, int, int]:
     """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
-    `split` CTAs (1, 2, 4) while the tiles times the split fit the SMs and each CTA keeps >= 8
-    k-steps; the deepest ring (<= 8 stages) that fits shared memory."""
+    `split` CTAs (1-4), the one whose waves of CTAs stream W fastest (waves / split: each CTA
+    streams 1 / split of a tile, one CTA per SM), the smallest among equals, each CTA keeping
+    >= 8 k-steps; the deepest ring (<= 8 stages) that fits shared memory."""
     nx = next(r for r in THIN_ROWS if m <= r)
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
-        split = 1
-        while split < 4 and tiles * split * 2 <= num_sms and nk // (split * 2) >= 8:
-            split *= 2
+        split = min((s for s in range(1, 5) if s == 1 or nk // s >= 8),
+                    key=lambda s: (math.ceil(tiles * s / num_sms) / s, s))
     if stages is None:
         stages = 8
         while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
