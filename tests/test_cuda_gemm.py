@@ -101,7 +101,7 @@ def test_thin_split_fills_the_waves():
     """The thin kernel's K split: the one whose waves of CTAs (one per SM) stream W fastest, the
     smallest among equals, >= 8 k-steps per CTA: 86 tiles (N = 11008) take 3 (258 CTAs, two
     waves nearly full) where 1 or 2 leave a third of the SMs idle; 32 tiles take 4, 112 tiles 1."""
-    pick = lambda m, n, k: cuda_gemm.thin_config(m, n, k, 1, 132, stages=8)[1]
+    pick = lambda m, n, k: cuda_gemm.thin_config(m, n, k, 1, 132, stages=8, clusters=(132, 66, 44, 33))[1]
     assert pick(32, 11008, 4096) == 3 and pick(128, 11008, 4096) == 3
     assert pick(64, 4096, 4096) == 4 and pick(64, 4096, 11008) == 4
     assert pick(32, 14336, 4096) == 1 and pick(64, 2304, 768) == 1

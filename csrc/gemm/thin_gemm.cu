@@ -506,6 +506,26 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   }
   return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
 }
+// How many clusters of `split` CTAs of this kernel the device holds at once (clusters do not span
+// GPCs, so the GPCs' SM counts decide it), or a negative CUDA error.
+template <int NX, bool PROT>
+int max_clusters(int stages, int split) {
+  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false>;
+  const size_t smem = smem_bytes<NX, PROT>(stages, split);
+  if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(split);
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim = {(unsigned)split, 1, 1};
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kern, &cfg)) return -(int)e;
+  return n;
+}
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
   if (!a->protect) return launch<T, NX, false, false>(a, tw, tx, tc);
@@ -548,4 +568,14 @@ extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int spli
   if (nx == 32) return protect ? smem_bytes<32, true>(stages, split) : smem_bytes<32, false>(stages, split);
   if (nx == 64) return protect ? smem_bytes<64, true>(stages, split) : smem_bytes<64, false>(stages, split);
   return protect ? smem_bytes<128, true>(stages, split) : smem_bytes<128, false>(stages, split);
+}
+
+// Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice
+// of split: a wave of clusters is this many), or a negative CUDA error.
+extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int split) {
+  using namespace ftg::thin;
+  if (split < 1 || split > 4 || stages < 2 || stages > MAX_STAGES) return -1;
+  if (nx == 32) return protect ? max_clusters<32, true>(stages, split) : max_clusters<32, false>(stages, split);
+  if (nx == 64) return protect ? max_clusters<64, true>(stages, split) : max_clusters<64, false>(stages, split);
+  return protect ? max_clusters<128, true>(stages, split) : max_clusters<128, false>(stages, split);
 }

@@ -175,6 +175,7 @@ def lib():
                 handle.ft_gemm_global_split_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_thin_smem.restype = ctypes.c_longlong
                 handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4
+                handle.ft_gemm_thin_max_clusters.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_extrema_offset.argtypes = [ctypes.c_longlong]
                 if handle.ft_args_size() != ctypes.sizeof(_Args):
@@ -566,22 +567,40 @@ THIN_W_BYTES = 32 << 20
 
 @functools.lru_cache(maxsize=4096)
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
-                split: Optional[int] = None, stages: Optional[int] = None) -> Tuple[int, int, int]:
+                split: Optional[int] = None, stages: Optional[int] = None,
+                clusters: Optional[Tuple[int, ...]] = None) -> Tuple[int, int, int]:
     """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
-    `split` CTAs (1-4), the one whose waves of CTAs stream W fastest (waves / split: each CTA
-    streams 1 / split of a tile, one CTA per SM), the smallest among equals, each CTA keeping
-    >= 8 k-steps; the deepest ring (<= 8 stages) that fits shared memory."""
+    `split` CTAs (1-4), the one whose waves of clusters stream W fastest (waves / split: each CTA
+    streams 1 / split of a tile), the smallest among equals, each CTA keeping >= 8 k-steps; the
+    deepest ring (<= 8 stages) that fits shared memory. A wave holds clusters[split - 1] clusters
+    (default: as many as the device holds at once, `thin_clusters`)."""
     nx = next(r for r in THIN_ROWS if m <= r)
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
+        if clusters is None:
+            clusters = tuple(thin_clusters(nx, protect, s, num_sms) for s in range(1, 5))
         split = min((s for s in range(1, 5) if s == 1 or nk // s >= 8),
-                    key=lambda s: (math.ceil(tiles * s / num_sms) / s, s))
+                    key=lambda s: (math.ceil(tiles / max(1, clusters[s - 1])) / s, s))
     if stages is None:
-        stages = 8
-        while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
-            stages -= 1
+        stages = _thin_stages(nx, protect, split)
     return nx, split, stages
+
+
+def _thin_stages(nx: int, protect: bool, split: int) -> int:
+    stages = 8
+    while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
+        stages -= 1
+    return stages
+
+
+@functools.lru_cache(maxsize=256)
+def thin_clusters(nx: int, protect: bool, split: int, num_sms: int) -> int:
+    """Clusters of `split` thin-kernel CTAs the current device holds at once (at most one CTA per
+    SM): clusters do not span GPCs, so on an H200 4-CTA clusters fill fewer SMs than 132 / 4 would
+    suggest. Asked of the CUDA runtime; num_sms // split if it cannot answer."""
+    n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split)
+    return min(n, num_sms // split) if n > 0 else num_sms // split
 
 
 def _thin_row_stats(w3: torch.Tensor, cache: bool = True) -> torch.Tensor:
