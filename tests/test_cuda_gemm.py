@@ -79,15 +79,16 @@ def test_injection_plan_draws_the_reference_elements(spread):
 
 
 def test_thread_kernel_choice_follows_the_measurements():
-    """The auto rule picks the kernel runs 17 and 43f measured faster (H200, 132 SMs): streaming for
-    M <= 16 and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB), the thin
-    kernel for 17-128 rows of x on weights of 32 MB and more (but at M <= 32 with N <= 4096), ring
-    beyond; the streaming kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
-    stream = [(1, 11008, 4096), (16, 14336, 4096), (32, 4096, 4096), (32, 4096, 11008),
-              (128, 768, 768), (96, 2304, 768), (48, 2048, 2048)]
-    thin = [(32, 11008, 4096), (32, 14336, 4096), (64, 4096, 4096), (96, 4096, 4096), (64, 4096, 11008),
-            (128, 14336, 4096)]
-    ring = [(128, 2304, 768), (96, 3072, 768), (256, 4096, 4096), (8192, 4096, 4096)]
+    """The auto rule picks the kernel runs 17, 43f and 45b measured faster (H200, 132 SMs):
+    streaming for M <= 16 and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB),
+    the thin kernel for 17-128 rows of x on weights of 32 MB and more (at M <= 32 with N <= 4096
+    from 64 MB) and where the streaming kernel does not fit, ring beyond 128 rows; the streaming
+    kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
+    stream = [(1, 11008, 4096), (16, 14336, 4096), (32, 4096, 4096), (128, 768, 768), (96, 2304, 768),
+              (48, 2048, 2048)]
+    thin = [(32, 11008, 4096), (32, 14336, 4096), (32, 4096, 11008), (64, 4096, 4096), (96, 4096, 4096),
+            (64, 4096, 11008), (128, 14336, 4096), (128, 2304, 768), (96, 3072, 768)]
+    ring = [(256, 4096, 4096), (8192, 4096, 4096), (129, 2304, 768)]
     for kind, shapes in (("stream", stream), ("thin", thin), ("ring", ring)):
         for m, n, k in shapes:
             assert cuda_gemm.thread_kernel(m, n, k, 1, 132) == kind, (m, n, k)
@@ -97,15 +98,26 @@ def test_thread_kernel_choice_follows_the_measurements():
     assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
 
 
-def test_thin_split_fills_the_waves():
-    """The thin kernel's K split: the one whose waves of CTAs (one per SM) stream W fastest, the
-    smallest among equals, >= 8 k-steps per CTA: 86 tiles (N = 11008) take 3 (258 CTAs, two
-    waves nearly full) where 1 or 2 leave a third of the SMs idle; 32 tiles take 4, 112 tiles 1."""
-    pick = lambda m, n, k: cuda_gemm.thin_config(m, n, k, 1, 132, stages=8, clusters=(132, 66, 44, 33))[1]
-    assert pick(32, 11008, 4096) == 3 and pick(128, 11008, 4096) == 3
-    assert pick(64, 4096, 4096) == 4 and pick(64, 4096, 11008) == 4
-    assert pick(32, 14336, 4096) == 1 and pick(64, 2304, 768) == 1
-    assert pick(64, 768, 3072) == 4 and pick(64, 768, 768) == 1  # (768: 12 k-steps, no split)
+def test_thin_split_follows_the_time_model():
+    """The thin kernel's K split is the one its time model finds fastest, counting waves in the
+    clusters the device holds (H200: 132 / 66 / 39 / 30 of 1-4 CTAs). Run 45b measured every
+    choice below the fastest of splits 1-4 protected: 32 tiles (N = 4096) take 3, not 4 - 32
+    clusters of 4 need a second wave for two of them, which a perfectly packed device would not;
+    86 and 112 tiles (N = 11008, 14336) stay whole; K = 768 splits 4 ways (3 k-steps per CTA)."""
+    h200 = (132, 66, 39, 30)
+    pick = lambda m, n, k, clusters=h200, protect=True: cuda_gemm.thin_config(
+        m, n, k, 1, 132, protect, stages=8, clusters=clusters)[1]
+    for m in (32, 64, 128):
+        assert pick(m, 4096, 4096) == 3 and pick(m, 4096, 11008) == 3
+        assert pick(m, 11008, 4096) == 1 and pick(m, 14336, 4096) == 1
+        assert pick(m, 2304, 768) == 4 and pick(m, 768, 3072) == 4 and pick(m, 768, 768) == 4
+    assert pick(64, 4096, 4096, clusters=(132, 66, 44, 33)) == 4  # one wave of 4-CTA clusters
+    assert pick(64, 4096, 4096, protect=False) == 2  # unprotected: 2 and 3 tie, the smaller wins
+    assert pick(64, 4096, 128) == 1  # 2 k-steps: no split
+    # The model's parts: a second wave costs its fixed part again; the checks scale with the rows.
+    t = lambda tiles, split, clusters, protect=False: cuda_gemm.thin_time_us(64, 4096, tiles, split, clusters, protect)
+    assert t(31, 4, 30) > t(30, 4, 30) + cuda_gemm.THIN_WAVE_US
+    assert t(32, 1, 132, True) - t(32, 1, 132) == pytest.approx(4 * (t(32, 4, 132, True) - t(32, 4, 132)))
 
 
 @pytest.mark.parametrize("bias", [False, True])

@@ -547,22 +547,52 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
     if m <= 16:
         return "stream"
-    if m <= THIN_MAX_ROWS and wb * n * k * 2 >= THIN_W_BYTES and (m > 32 or n > 4096):
-        return "thin"
+    w_bytes = wb * n * k * 2
     mtile = stream_mtile(m)
     one_row = m <= 16 * mtile
-    fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or wb * n * k * 2 < STREAM_REREAD_W_BYTES)
+    fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or w_bytes < STREAM_REREAD_W_BYTES)
+    # The thin kernel for 17-128 rows: from THIN_W_BYTES of W on, but at M <= 32 with N <= 4096
+    # below twice that (the streaming kernel ties it there: 32x4096^2 17.8 / 18.1 us, run 45b), and
+    # wherever the streaming kernel's CTAs do not fit one wave (the ring kernel's place before:
+    # 128x2304x768 15.6 / 11.9 us).
+    if m <= THIN_MAX_ROWS and (not fits or (w_bytes >= THIN_W_BYTES and (m > 32 or n > 4096 or
+                                                                           w_bytes >= 2 * THIN_W_BYTES))):
+        return "thin"
     return "stream" if fits else "ring"
 
 
 THIN_ROWS = (32, 64, 128)  # x's rows padded: the thin kernel's wgmma N (+ 8 checksum columns)
 THIN_MAX_ROWS = THIN_ROWS[-1]
 THIN_BW = 128  # rows of W per CTA
-# auto: the thin kernel from this weight size on, except at M <= 32 with N <= 4096 (the streaming
-# kernel's 64-wide tiles still fill the SMs there): run 43f, protected, us, thin / the kernel auto
-# took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096 43.1 / 104.9,
-# 32x11008x4096 37.5 / 41.5; 32x4096^2 24.5 / 18.1; GPT-2 sizes (W <= 5 MB) 13-19 / 6-16.
+# auto: the thin kernel from this weight size on (see thread_kernel): run 43f, protected, us, thin /
+# the kernel auto took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096
+# 43.1 / 104.9, 32x11008x4096 37.5 / 41.5; GPT-2 sizes (W <= 5 MB) at M <= 64 13-19 / 6-16.
 THIN_W_BYTES = 32 << 20
+
+
+# The thin kernel's time model, which picks its K split (run 45b, H200, 24 shapes x splits 1-4:
+# the protected picks are all the measured best; unprotected, 0.7 us lost over all 24). Per wave
+# of clusters: a fixed cost (prologue, ring fill, epilogue), then W's bytes at the memory's rate
+# or each CTA's stage bytes (W + x) at one CTA's rate, whichever takes longer; protected, the
+# tail's checks per row of D a CTA finishes.
+THIN_WAVE_US = 3.5
+THIN_MEM_BYTES_PER_US = 3.2e6
+THIN_CTA_BYTES_PER_US = 8e4
+THIN_CHECK_ROW_US = 0.02
+THIN_MIN_KSTEPS = 3  # per CTA of a split (K = 768 splits 4 ways: run 45b, 1.3-4.5 us faster)
+
+
+def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect: bool) -> float:
+    """Modelled time of the thin kernel: `tiles` 128-row tiles of W (K = k), each over a cluster of
+    `split` CTAs, `clusters` clusters at a time (see the THIN_ constants)."""
+    tile_w, tile_x = THIN_BW * k * 2, nx * k * 2
+    t, left = 0.0, tiles
+    while left > 0:
+        c = min(left, clusters)
+        left -= c
+        t += THIN_WAVE_US + max(c * tile_w / THIN_MEM_BYTES_PER_US, (tile_w + tile_x) / split / THIN_CTA_BYTES_PER_US)
+        t += THIN_CHECK_ROW_US * THIN_BW / split if protect else 0.0
+    return t
 
 
 @functools.lru_cache(maxsize=4096)
@@ -570,18 +600,17 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
                 split: Optional[int] = None, stages: Optional[int] = None,
                 clusters: Optional[Tuple[int, ...]] = None) -> Tuple[int, int, int]:
     """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
-    `split` CTAs (1-4), the one whose waves of clusters stream W fastest (waves / split: each CTA
-    streams 1 / split of a tile), the smallest among equals, each CTA keeping >= 8 k-steps; the
-    deepest ring (<= 8 stages) that fits shared memory. A wave holds clusters[split - 1] clusters
-    (default: as many as the device holds at once, `thin_clusters`)."""
+    `split` CTAs (1-4), the one `thin_time_us` finds fastest (the smallest among equals), each CTA
+    keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (<= 8 stages) that fits shared memory.
+    A wave holds clusters[split - 1] clusters (default: as many as the device holds, `thin_clusters`)."""
     nx = next(r for r in THIN_ROWS if m <= r)
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
         if clusters is None:
             clusters = tuple(thin_clusters(nx, protect, s, num_sms) for s in range(1, 5))
-        split = min((s for s in range(1, 5) if s == 1 or nk // s >= 8),
-                    key=lambda s: (math.ceil(tiles / max(1, clusters[s - 1])) / s, s))
+        split = min((s for s in range(1, 5) if s == 1 or nk // s >= THIN_MIN_KSTEPS),
+                    key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), protect), s))
     if stages is None:
         stages = _thin_stages(nx, protect, split)
     return nx, split, stages
