@@ -182,15 +182,19 @@ static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& ar
   }
 }
 
-// A row of D's check terms: its sums over x's rows as the checksum columns give them (plain cp,
-// weighted cwt, the bias's share included) and the V-ABFT threshold of M terms.
+// A row of D's check terms: its sums over x's rows as its six checksum columns give them (`chk`,
+// 16-byte aligned in shared memory; plain cp, weighted cwt, the bias's share included) and the
+// V-ABFT threshold of M terms.
 struct ColumnCheck {
   float cp, cwt, thr;
 };
 template <typename T>
-__device__ __forceinline__ ColumnCheck column_check(const float (&chk)[6], float bn, float2 ws, int M,
+__device__ __forceinline__ ColumnCheck column_check(const float* chk_cols, float bn, float2 ws, int M,
                                                    const float (&bst)[3], const Args& args) {
   constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
+  const float4 c0 = *reinterpret_cast<const float4*>(chk_cols);
+  const float2 c1 = *reinterpret_cast<const float2*>(chk_cols + 4);
+  const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
   const float fm = (float)M;
   ColumnCheck k;
   k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
@@ -397,10 +401,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           const float4 f = *reinterpret_cast<const float4*>(row + m);
           sp += f.x + (m + 1 < M ? f.y : 0.f) + (m + 2 < M ? f.z : 0.f) + (m + 3 < M ? f.w : 0.f);
         }
-        const float4 c0 = *reinterpret_cast<const float4*>(row + NX);
-        const float2 c1 = *reinterpret_cast<const float2*>(row + NX + 4);
-        const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
-        const ColumnCheck k = column_check<T>(chk, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
+        const ColumnCheck k = column_check<T>(row + NX, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
         if (exceeds(sp - k.cp, k.thr)) {
           ++ndet;
           if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
@@ -416,11 +417,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       float v[NQ];
 #pragma unroll
       for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
-      float chk[6];
-#pragma unroll
-      for (int j = 0; j < 6; ++j) chk[j] = __shfl_sync(0xffffffffu, v[NX / 32], j);
       const float bn = sm.rbias[rr];
-      const ColumnCheck k = column_check<T>(chk, bn, sm.rstat[rr], (int)M, bst, args);
+      const ColumnCheck k = column_check<T>(part + nl * C::PP + NX, bn, sm.rstat[rr], (int)M, bst, args);
       // The faulty row of x: weighted over plain residual, or the only non-finite element.
       int p = -1;
       unsigned nf = 0;
