@@ -29,10 +29,11 @@ def main() -> None:
         "Llama-7B decode MLP, batch 1": (nn.Sequential(
             nn.Linear(4096, 11008, bias=False), nn.SiLU(), nn.Linear(11008, 4096, bias=False)),
             torch.randn(1, 4096)),
-        "Llama-7B decode MLP, batch 16": (nn.Sequential(
-            nn.Linear(4096, 11008, bias=False), nn.SiLU(), nn.Linear(11008, 4096, bias=False)),
-            torch.randn(16, 4096)),
     }
+    for batch in (16, 32, 64):  # 32 and 64: the thin kernel's rows (17-128)
+        cases[f"Llama-7B decode MLP, batch {batch}"] = (nn.Sequential(
+            nn.Linear(4096, 11008, bias=False), nn.SiLU(), nn.Linear(11008, 4096, bias=False)),
+            torch.randn(batch, 4096))
     for name, (model, x) in cases.items():
         model, x = model.cuda().to(torch.bfloat16), x.cuda().to(torch.bfloat16)
         report = ftcompile.explain(model, x, selection="profile")

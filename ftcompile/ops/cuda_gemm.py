@@ -598,17 +598,18 @@ def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect
 @functools.lru_cache(maxsize=4096)
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None,
-                clusters: Optional[Tuple[int, ...]] = None) -> Tuple[int, int, int]:
+                clusters: Optional[Tuple[int, ...]] = None, device: int = 0) -> Tuple[int, int, int]:
     """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
     `split` CTAs (1-4), the one `thin_time_us` finds fastest (the smallest among equals), each CTA
     keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (<= 8 stages) that fits shared memory.
-    A wave holds clusters[split - 1] clusters (default: as many as the device holds, `thin_clusters`)."""
+    A wave holds clusters[split - 1] clusters (default: as many as CUDA device `device` holds,
+    `thin_clusters`)."""
     nx = next(r for r in THIN_ROWS if m <= r)
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
         if clusters is None:
-            clusters = tuple(thin_clusters(nx, protect, s, num_sms) for s in range(1, 5))
+            clusters = tuple(thin_clusters(nx, protect, s, num_sms, device) for s in range(1, 5))
         split = min((s for s in range(1, 5) if s == 1 or nk // s >= THIN_MIN_KSTEPS),
                     key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), protect), s))
     if stages is None:
@@ -624,11 +625,12 @@ def _thin_stages(nx: int, protect: bool, split: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def thin_clusters(nx: int, protect: bool, split: int, num_sms: int) -> int:
-    """Clusters of `split` thin-kernel CTAs the current device holds at once (at most one CTA per
+def thin_clusters(nx: int, protect: bool, split: int, num_sms: int, device: int = 0) -> int:
+    """Clusters of `split` thin-kernel CTAs CUDA device `device` holds at once (at most one CTA per
     SM): clusters do not span GPCs, so on an H200 4-CTA clusters fill fewer SMs than 132 / 4 would
     suggest. Asked of the CUDA runtime; num_sms // split if it cannot answer."""
-    n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split)
+    with torch.cuda.device(device):
+        n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split)
     return min(n, num_sms // split) if n > 0 else num_sms // split
 
 
@@ -869,7 +871,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         raise ValueError("ftcompile: the thin kernel writes no check diagnostics (dbg)")
     a.pdl = int(PDL if pdl is None else pdl) if stream or thin or not thread else 0  # the ring kernel: plain
     if thin:
-        a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages)
+        a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
+                                                 device=dev.index or 0)
         chains = a.split
         if protect:
             rows = _thin_row_stats(w3, site.static_weight)
