@@ -95,7 +95,25 @@ def test_thread_kernel_choice_follows_the_measurements():
     assert cuda_gemm.thread_kernel(128, 768, 768, 1, 132, kernel="ring") == "ring"
     assert cuda_gemm.thread_kernel(300, 4096, 4096, 1, 132, kernel="thin") == "ring"  # past its rows
     assert cuda_gemm.stream_mtile(16) == 1 and cuda_gemm.stream_mtile(17) == 2
-    assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132)[2] == 8  # two blocks: 8 warps
+    h200 = (132, 66, 39, 30, 22, 17, 15, 15)  # clusters of 1-8 streaming CTAs held at once
+    assert cuda_gemm.stream_config(32, 4096, 4096, 1, 132, clusters=h200)[2] == 8  # two blocks: 8 warps
+
+
+def test_stream_split_fits_the_clusters_the_device_holds():
+    """The streaming kernel's K split: the largest whose CTAs fit one per SM, with >= 4 k chunks
+    each, and whose clusters the device holds at once; run 45f (H200, M = 1 and 16) measured each
+    pick below as the fastest split, protected, or within 0.1 us of it."""
+    h200 = (132, 66, 39, 30, 22, 17, 15, 15)
+    pick = lambda m, n, k, clusters=h200: cuda_gemm.stream_config(m, n, k, 1, 132, clusters=clusters)[0]
+    for m in (1, 16):
+        assert pick(m, 2048, 2048) == 3 and pick(m, 2048, 8192) == 3  # 32 tiles: 32 clusters of 4 > 30
+        assert pick(m, 1024, 4096) == 6  # 16 tiles: 16 clusters of 7 or 8 > 15
+        assert pick(m, 2304, 768) == 3 and pick(m, 3072, 768) == 2 and pick(m, 4096, 4096) == 2
+        assert pick(m, 768, 3072) == 8 and pick(m, 512, 4096) == 8
+        assert pick(m, 11008, 4096) == 1  # 172 tiles: more than the SMs
+    perfect = tuple(132 // s for s in range(1, 9))  # a device whose GPCs divide by every cluster size
+    assert pick(1, 2048, 2048, perfect) == 4 and pick(1, 1024, 4096, perfect) == 8
+    assert pick(1, 512, 256, perfect) == 2  # 8 k chunks: 4 per CTA at most
 
 
 def test_thin_split_follows_the_time_model():

@@ -97,4 +97,26 @@ cudaError_t allow_smem(size_t bytes, bool nonportable_cluster = false) {
   return e;
 }
 
+// How many clusters of `cluster` CTAs of `kern` (threads and dynamic shared memory per CTA as
+// given) the current device holds at once - clusters do not span GPCs, so fewer than SMs / cluster
+// where GPCs' SM counts are not multiples of it - or a negative CUDA error. The caller has opted
+// the kernel into `smem` (allow_smem).
+template <typename... Params>
+int max_active_clusters(void (*kern)(Params...), int threads, size_t smem, int cluster) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)cluster);
+  cfg.blockDim = dim3((unsigned)threads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = (unsigned)cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kern, &cfg)) return -(int)e;
+  return n;
+}
+
 }  // namespace sm90

@@ -348,6 +348,15 @@ int launch(const Args* a) {
   return launch_split(kern, grid, 32 * NW, smem, a->stream, a->split, a->pdl != 0, *a);
 }
 
+// How many clusters of `split` CTAs of this kernel (NW warps, MT m16 blocks) the device holds at
+// once, or a negative CUDA error.
+template <int NW, int MT>
+int max_clusters(int split) {
+  constexpr auto kern = &gemm_stream_kernel<__nv_bfloat16, true, false, 1, NW, MT>;
+  if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT, MT), true)) return -(int)e;
+  return sm90::max_active_clusters(kern, 32 * NW, smem_bytes(NW, split, MT), split);
+}
+
 template <typename T, int DEPTH, int NW, int MT>
 int dispatch_depth(const Args* a) {
   if (!a->protect) return launch<T, false, false, DEPTH, NW, MT>(a);
@@ -378,6 +387,15 @@ extern "C" int ft_gemm_stream(const ftg::Args* a) {
       reinterpret_cast<uintptr_t>(a->x) % 16 || reinterpret_cast<uintptr_t>(a->w) % 16)
     return FTG_ERR_ARGS;
   return a->dtype == 0 ? stream::dispatch<__nv_bfloat16>(a) : stream::dispatch<__half>(a);
+}
+
+// Clusters of `split` streaming CTAs (`warps` 8 or 16, `mtile` 1 or 2) resident at once on the
+// current device (the host's choice of split), or a negative CUDA error.
+extern "C" int ft_gemm_stream_max_clusters(int warps, int mtile, int split) {
+  using namespace ftg::stream;
+  if (split < 1 || split > MAX_SPLIT) return -1;
+  if (mtile == 2) return warps == 8 ? max_clusters<8, 2>(split) : -1;
+  return warps == 16 ? max_clusters<16, 1>(split) : warps == 8 ? max_clusters<8, 1>(split) : -1;
 }
 
 #ifdef FTG_STREAM_STAMPS

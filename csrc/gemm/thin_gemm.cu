@@ -504,25 +504,13 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   }
   return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
 }
-// How many clusters of `split` CTAs of this kernel the device holds at once (clusters do not span
-// GPCs, so the GPCs' SM counts decide it), or a negative CUDA error.
+// How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
 template <int NX, bool PROT>
 int max_clusters(int stages, int split) {
   constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false>;
   const size_t smem = smem_bytes<NX, PROT>(stages, split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(split);
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim = {(unsigned)split, 1, 1};
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int n = 0;
-  if (cudaError_t e = cudaOccupancyMaxActiveClusters(&n, kern, &cfg)) return -(int)e;
-  return n;
+  return sm90::max_active_clusters(kern, THREADS, smem, split);
 }
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
