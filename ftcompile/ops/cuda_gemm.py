@@ -619,6 +619,7 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
 
 
 def _thin_stages(nx: int, protect: bool, split: int) -> int:
+    """The thin kernel's deepest ring (<= 8 stages) that fits shared memory at this split."""
     stages = 8
     while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
         stages -= 1
