@@ -35,6 +35,7 @@ class Cost:
     flops: float
     bytes: float
     dynamic: bool = False  # some size was symbolic: numbers are for the hinted sizes
+    rows: int = 0  # a linear's rows of x per weight (M; 0 for other sites)
 
     @property
     def intensity(self) -> float:
@@ -62,7 +63,7 @@ def linear_cost(x_shape: Sequence, w_shape: Sequence, dtype: torch.dtype) -> Cos
     es = torch.empty((), dtype=dtype).element_size()
     flops = 2.0 * wbatch * m * n * k
     nbytes = es * wbatch * (m * k + k * n + m * n)
-    return Cost(flops, float(nbytes), _is_symbolic(x_shape, w_shape))
+    return Cost(flops, float(nbytes), _is_symbolic(x_shape, w_shape), rows=m)
 
 
 def attention_cost(q_shape: Sequence, k_shape: Sequence, v_shape: Sequence, dtype: torch.dtype,

@@ -2,6 +2,7 @@
 
   attention                    -> efta
   linear, intensity <  CMR     -> thread  (bandwidth-bound: checksum MMAs ride on loaded registers)
+     but > 128 rows on a GPU   -> global  (the thread scheme's GPU kernels are slower there)
   linear, intensity >= CMR     -> global  (compute-bound: offline weight checksums, fused summation)
   FLOPs below config.min_flops -> none    (protection would cost more than the op)
   a user override wins; a site the ops cannot run (dtype, training dropout, ...) -> none + reason.
@@ -18,6 +19,11 @@ from .cost import Cost
 from .hardware import DeviceSpec
 
 SUPPORTED_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# On a GPU the thread scheme's kernels cover this many rows of x at speed (the streaming kernel up
+# to 16, the thin kernel to 128); past it only the ring kernel is left, 3.9-5.7x cuBLAS at Llama-7B
+# layers against the global kernel's 1.3-2.1x, at intensities still below an H200's CMR
+# (M = 160-224, benchmarks/NOTES_gemm.md run 45i).
+THREAD_MAX_ROWS_GPU = 128
 SCHEMES_FOR_KIND = {"attention": ("efta", "none"), "linear": ("global", "thread", "none")}
 
 
@@ -57,6 +63,10 @@ def select(kind: str, qualname: str, dtype: torch.dtype, cost: Cost, spec: Devic
     if kind == "attention":
         return Decision("efta", "attention: fused end-to-end fault-tolerant flash attention")
     cmr = spec.cmr(dtype)
+    if cost.intensity < cmr and spec.device_class == "gpu" and cost.rows > THREAD_MAX_ROWS_GPU:
+        return Decision("global", f"intensity {cost.intensity:.1f} < CMR {cmr:.0f} ({spec.name}), but "
+                                  f"{cost.rows} rows of x > {THREAD_MAX_ROWS_GPU}: the thread scheme's GPU "
+                                  "kernels run slower than global past that")
     if cost.intensity < cmr:
         return Decision("thread", f"intensity {cost.intensity:.1f} < CMR {cmr:.0f} ({spec.name}): "
                                   "bandwidth-bound, thread-level ABFT adds no memory traffic")

@@ -85,6 +85,24 @@ def test_selection_table():
         _sel(((1, 512), (512, 512)), cfg=FTConfig(schemes={"fc": "efta"}))
 
 
+def test_selection_keeps_the_thread_scheme_to_128_rows_on_a_gpu():
+    """Below the CMR the thread scheme, but on a GPU only up to 128 rows of x (past that its only
+    kernel ran 2-3.6x slower than global, run 45i); the CPU has no such kernels, and an override
+    still forces thread."""
+    h200 = lookup("H200")
+    sel = lambda m, n=4096, spec=h200, cfg=FTConfig(): select(
+        "linear", "fc", torch.bfloat16, linear_cost((m, 4096), (n, 4096), torch.bfloat16), spec, cfg)
+    assert sel(128).scheme == "thread"
+    d = sel(160)
+    assert linear_cost((160, 4096), (4096, 4096), torch.bfloat16).intensity < h200.cmr(torch.bfloat16)
+    assert d.scheme == "global" and "160 rows" in d.reason
+    assert sel(160, cfg=FTConfig(schemes={"fc": "thread"})).scheme == "thread"
+    assert sel(4).scheme == "thread" and sel(1024).scheme == "global"
+    # The CPU (CMR 20) keeps the intensity rule alone: 200 rows on an 8-wide output, intensity ~8.
+    assert sel(200, n=8, spec=lookup("cpu")).scheme == "thread"
+    assert sel(200, n=8).scheme == "global"
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int8])
 def test_unsupported_dtype_is_an_explained_fallback(dtype):
     d = select("linear", "fc", dtype, linear_cost((64, 64), (64, 64), torch.float32), lookup("T4"),
