@@ -22,22 +22,18 @@ for r in ${REF:-}; do refs+=("$r"); done
 builds="${ABLATE:-0 1 3 7}"
 for i in "${!refs[@]}"; do builds+=" ref$((i + 1))"; done
 if [ "$stage" != run ]; then
-  flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC)
-  # The other kernels once, the global kernel per build (object files, linked per build).
-  for f in csrc/gemm/*.cu; do
-    [ "$(basename "$f")" = global_gemm.cu ] && continue
-    nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
-  done
+  source benchmarks/ablate_build.sh
+  ablate_compile_others global_gemm.cu
   for a in ${ABLATE:-0 1 3 7}; do
-    nvcc "${flags[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
+    nvcc "${ABLATE_FLAGS[@]}" -c -DFTG_ABLATE=$a csrc/gemm/global_gemm.cu -o /tmp/ablate/global_$a.o > /tmp/ablate/build_$a.log 2>&1 &
   done
   for i in "${!refs[@]}"; do
-    nvcc "${flags[@]}" -c "${refs[$i]}" -o /tmp/ablate/global_ref$((i + 1)).o > /tmp/ablate/build_ref$((i + 1)).log 2>&1 &
+    nvcc "${ABLATE_FLAGS[@]}" -c "${refs[$i]}" -o /tmp/ablate/global_ref$((i + 1)).o > /tmp/ablate/build_ref$((i + 1)).log 2>&1 &
   done
   wait
-  for a in $builds; do
-    nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o /tmp/ablate/stream_gemm.o \
-      /tmp/ablate/thread_gemm.o -o /tmp/ablate/libgemm_$a.so >> /tmp/ablate/build_$a.log 2>&1
+  for a in $builds; do  # every other kernel linked in: the package's loader binds all their entry points
+    nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/global_$a.o $(ablate_other_objects global_gemm.cu) \
+      -o /tmp/ablate/libgemm_$a.so >> /tmp/ablate/build_$a.log 2>&1
   done
 fi
 [ "$stage" = build ] && exit 0

@@ -3,7 +3,7 @@
 # protection dropped (FTG_THIN_ABLATE bits, csrc/gemm/thin_gemm.cu: 1 no column checks, 2 no x-side
 # pass, 4 no correction path) and times thin on (and off, in build 0) on a few shapes, each build
 # in its own process. ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes;
-# STEP=build or run: only that half (to build in the background of other GPU work).
+# STAGE=build or run: only that half (to build in the background of other GPU work).
 # Diagnostics only: the ablated builds give unchecked or wrong answers.
 # Usage (device tool): bash benchmarks/ablate_thin.sh
 set -u
@@ -11,25 +11,21 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ftcompile_out}
 mkdir -p "$OUT" /tmp/ablate
 builds="${ABLATE:-0 1 4}"
-STEP=${STEP:-all}
-if [ "$STEP" != run ]; then
-flags=(-O3 -std=c++17 -Icsrc/common -Icsrc/gemm -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC)
-# The other kernels once, the thin kernel per build (object files, linked per build).
-for f in csrc/gemm/*.cu; do
-  [ "$(basename "$f")" = thin_gemm.cu ] && continue
-  nvcc "${flags[@]}" -c "$f" -o "/tmp/ablate/$(basename "$f" .cu).o" > "/tmp/ablate/build_$(basename "$f").log" 2>&1 &
-done
-for a in $builds; do
-  nvcc "${flags[@]}" -c -DFTG_THIN_ABLATE=$a csrc/gemm/thin_gemm.cu -o /tmp/ablate/thin_$a.o > /tmp/ablate/build_thin_$a.log 2>&1 &
-done
-wait
-others=$(for f in csrc/gemm/*.cu; do b=$(basename "$f" .cu); [ "$b" = thin_gemm ] || echo "/tmp/ablate/$b.o"; done)
-for a in $builds; do
-  nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/thin_$a.o $others \
-    -o /tmp/ablate/libgemm_thin_$a.so >> /tmp/ablate/build_thin_$a.log 2>&1 || cat /tmp/ablate/build_thin_$a.log
-done
+stage=${STAGE:-all}
+if [ "$stage" != run ]; then
+  source benchmarks/ablate_build.sh
+  ablate_compile_others thin_gemm.cu
+  for a in $builds; do
+    nvcc "${ABLATE_FLAGS[@]}" -c -DFTG_THIN_ABLATE=$a csrc/gemm/thin_gemm.cu -o /tmp/ablate/thin_$a.o \
+      > /tmp/ablate/build_thin_$a.log 2>&1 &
+  done
+  wait
+  for a in $builds; do
+    nvcc -shared -gencode=arch=compute_90a,code=sm_90a /tmp/ablate/thin_$a.o $(ablate_other_objects thin_gemm.cu) \
+      -o /tmp/ablate/libgemm_thin_$a.so >> /tmp/ablate/build_thin_$a.log 2>&1 || cat /tmp/ablate/build_thin_$a.log
+  done
 fi
-[ "$STEP" = build ] && exit 0
+[ "$stage" = build ] && exit 0
 cat > /tmp/ablate/run_thin.py <<'PY'
 import os, sys; sys.path.insert(0, "benchmarks"); sys.path.insert(0, ".")
 import torch
