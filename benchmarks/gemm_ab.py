@@ -7,7 +7,8 @@ the auto thread kernel protected and not, variants timed in turn from CUDA graph
     GEMM_AB_BASE=/tmp/base/csrc python benchmarks/gemm_ab.py
 (GEMM_AB_FLAGS: "name=-DX=1;name2=..." for flag variants of the tree; GEMM_AB_BASE: one snapshot, or
 several as "name=path;name2=path2"; GEMM_AB_ROUNDS: rounds, default 2: the first process of a
-run can be slower in every variant, cuBLAS included, so a third round helps.)
+run can be slower in every variant, cuBLAS included, so a third round helps; GEMM_AB_SHAPES:
+"MxNxK,MxNxK:thin,..." instead of the default shapes, ":kernel" forcing the thread kernel.)
 """
 import os
 
@@ -16,18 +17,22 @@ from alternate import flag_builds, run_alternating, snapshot_bases, summary
 BUILDS = flag_builds("GEMM_AB_FLAGS")
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
 SHAPES += [(1, 2304, 768), (1, 768, 3072), (64, 4096, 4096)]
+SHAPES = [(m, n, k, None) for m, n, k in SHAPES]
+if os.environ.get("GEMM_AB_SHAPES"):
+    SHAPES = [tuple(int(v) for v in s.split(":")[0].split("x")) + ((s.split(":") + [None])[1],)
+              for s in os.environ["GEMM_AB_SHAPES"].split(",")]
 
 CHILD = r'''
 import sys; sys.path.insert(0, "benchmarks")
 import torch
 from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
-for m, n, k in %r:
+for m, n, k, kern in %r:
     sets = make_sets(m, n, k, torch.bfloat16, budget=6 << 30)
-    t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", "linear_thread"),
-                     "off": r.variant("off", "linear_thread")}, sets)
+    t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", "linear_thread", kernel=kern),
+                     "off": r.variant("off", "linear_thread", kernel=kern)}, sets)
     nbytes = (m * k + n * k + m * n + n) * 2
-    print(f"%s {m}x{n}x{k}: " + "  ".join(f"{l} {v * 1e3:.2f} ({nbytes / v / 1e9:.2f} TB/s)" for l, v in t.items())
+    print(f"%s {m}x{n}x{k}{':' + kern if kern else ''}: " + "  ".join(f"{l} {v * 1e3:.2f} ({nbytes / v / 1e9:.2f} TB/s)" for l, v in t.items())
           + f"  on/cublas {t['on'] / t['cublas']:.3f}  off/cublas {t['off'] / t['cublas']:.3f}", flush=True)
 '''
 
@@ -46,7 +51,7 @@ def main():
     order = list(bases) + list(BUILDS)
     lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB",
                             lambda tag: CHILD % (SHAPES, tag), rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
-    print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): cublas (?P<cublas>[\d.]+) .*? on (?P<on>[\d.]+) .*? "
+    print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>\S+): cublas (?P<cublas>[\d.]+) .*? on (?P<on>[\d.]+) .*? "
                   r"off (?P<off>[\d.]+)", ["on", "off", "cublas"], order))
 
 

@@ -2,7 +2,7 @@
 clusters of 1-4 CTAs the device holds at once, then per shape cuBLAS and thin off / on at every
 split, with the split the model picks (protected and not) and the thread scheme's kernel choice.
 
-    python benchmarks/thin_split_sweep.py [--nk NxK,...] [--stages D,...] [--out FILE.json]
+    python benchmarks/thin_split_sweep.py [--m M,...] [--nk NxK,...] [--stages D,...] [--out FILE.json]
 
 Default shapes: thin_probe's (Llama-7B/8B and GPT-2 layers) at M = 32, 64, 128 (run 45b fitted
 the model on them; run 45c checked it on others: --nk 1024x4096,4096x14336,6144x4096,...).
@@ -27,6 +27,7 @@ from thin_probe import GPT2, LLAMA  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--m", default=None, help="M,... (default: 32, 64, 128)")
     ap.add_argument("--nk", default=None, help="NxK,... (default: thin_probe's shapes)")
     ap.add_argument("--stages", default="auto", help="D,... ring depths ('auto': the deepest that fits)")
     ap.add_argument("--out", default=None)
@@ -42,7 +43,7 @@ def main() -> None:
     nks = [tuple(int(v) for v in s.split("x")) for s in args.nk.split(",")] if args.nk else LLAMA + GPT2
     r = Runner()
     rows = []
-    for m in cuda_gemm.THIN_ROWS:
+    for m in [int(v) for v in args.m.split(",")] if args.m else cuda_gemm.THIN_ROWS:
         for n, k in nks:
             sets = make_sets(m, n, k, torch.bfloat16)
             calls = {"cublas": r.variant("cublas")}
