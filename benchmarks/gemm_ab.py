@@ -8,13 +8,15 @@ the auto thread kernel protected and not, variants timed in turn from CUDA graph
 (GEMM_AB_FLAGS: "name=-DX=1;name2=..." for flag variants of the tree; GEMM_AB_BASE: one snapshot, or
 several as "name=path;name2=path2"; GEMM_AB_ROUNDS: rounds, default 2: the first process of a
 run can be slower in every variant, cuBLAS included, so a third round helps; GEMM_AB_SHAPES:
-"MxNxK,MxNxK:thin,..." instead of the default shapes, ":kernel" forcing the thread kernel.)
+"MxNxK,MxNxK:thin,..." instead of the default shapes, ":kernel" forcing the thread kernel;
+GEMM_AB_SCHEME: linear_global to time the global scheme instead of the thread scheme.)
 """
 import os
 
 from alternate import flag_builds, run_alternating, snapshot_bases, summary
 
 BUILDS = flag_builds("GEMM_AB_FLAGS")
+SCHEME = os.environ.get("GEMM_AB_SCHEME", "linear_thread")
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
 SHAPES += [(1, 2304, 768), (1, 768, 3072), (64, 4096, 4096)]
 SHAPES = [(m, n, k, None) for m, n, k in SHAPES]
@@ -29,8 +31,8 @@ from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
 for m, n, k, kern in %r:
     sets = make_sets(m, n, k, torch.bfloat16, budget=6 << 30)
-    t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", "linear_thread", kernel=kern),
-                     "off": r.variant("off", "linear_thread", kernel=kern)}, sets)
+    t = graph_times({"cublas": r.variant("cublas"), "on": r.variant("on", %r, kernel=kern),
+                     "off": r.variant("off", %r, kernel=kern)}, sets)
     nbytes = (m * k + n * k + m * n + n) * 2
     print(f"%s {m}x{n}x{k}{':' + kern if kern else ''}: " + "  ".join(f"{l} {v * 1e3:.2f} ({nbytes / v / 1e9:.2f} TB/s)" for l, v in t.items())
           + f"  on/cublas {t['on'] / t['cublas']:.3f}  off/cublas {t['off'] / t['cublas']:.3f}", flush=True)
@@ -50,7 +52,7 @@ def main():
         libs = {name: f.result() for name, f in futs.items()}
     order = list(bases) + list(BUILDS)
     lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB",
-                            lambda tag: CHILD % (SHAPES, tag), rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
+                            lambda tag: CHILD % (SHAPES, SCHEME, SCHEME, tag), rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
     print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>\S+): cublas (?P<cublas>[\d.]+) .*? on (?P<on>[\d.]+) .*? "
                   r"off (?P<off>[\d.]+)", ["on", "off", "cublas"], order))
 

@@ -295,6 +295,30 @@ def test_padded_rows_equal_the_contiguous_output(scheme, dtype, shape):
 
 
 @needs_hopper
+@pytest.mark.parametrize("scheme", ["global", "global-tiles"])
+@pytest.mark.parametrize("m, row", [(200, 100), (200, 150), (129, 5), (129, 128), (300, 180)])
+@pytest.mark.parametrize("stage", [dict(stage="accumulator", bit=30, fmt="fp32"),
+                                   dict(stage="accumulator", value=0.5, k_step=1)], ids=["bitflip", "kstep"])
+def test_partial_last_m_tile_is_loaded_shifted(scheme, m, row, stage):
+    """A partial last M-tile loads the last 128 rows of x (out-of-bounds rows are slow to fill), so
+    its first rows are the previous tile's, computed twice: the output matches the reference, and a
+    fault in a row of either tile (row 100 of 200: the overlap, owned by the first tile) is detected
+    and corrected once, the output then equal to the fault-free one."""
+    name = f"cu-shift-{scheme}-{m}-{row}-{stage.get('k_step', 'b')}"
+    sid = site(name)
+    dtype = torch.bfloat16
+    x, w, b = _rand(m, 1024, dtype=dtype), _rand(768, 1024, dtype=dtype, scale=1024 ** -0.5), _rand(768, dtype=dtype)
+    clean = OPS[scheme](x, w, b, sid)
+    ref = F.linear(x.double(), w.double(), b.double())
+    assert (clean.double() - ref).abs().max() <= 2 * (F.linear(x, w, b).double() - ref).abs().max() + 1e-6
+    with inject(FaultSpec(site=name, index=(row, 300), **stage)):
+        y = OPS[scheme](x, w, b, sid)
+    _assert_same_but_corrected(y, clean, dtype)
+    s = _stats(name)
+    assert s["checks"] == 2 and s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0
+
+
+@needs_hopper
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_batched_and_strided_weights(scheme):
     sid = site(f"cu-bmm-{scheme}")

@@ -74,14 +74,14 @@ constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH;
 // element, as before, cost GPT-2's LM head ~0.45 ms more: NOTES.md, session 22.) Out of line:
 // inlined, it was no faster and the aligned kernels spilled (Llama-1B's GEMMs +5 %).
 template <typename T>
-static __device__ __noinline__ void store_unaligned_rows(T* yb, const uint8_t* stg, int M, int N, int64_t ldy,
-                                                     int64_t row_w, int64_t col0, int lane) {
+static __device__ __noinline__ void store_unaligned_rows(T* yb, const uint8_t* stg, int64_t lo, int M, int N,
+                                                     int64_t ldy, int64_t row_w, int64_t col0, int lane) {
   static_assert(sizeof(T) == 2, "16-bit outputs");
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int chunk = lane + 32 * i, rr = chunk >> 3, part = chunk & 7;
     const int64_t gm = row_w + rr;
-    if (gm >= M) continue;
+    if (gm < lo || gm >= M) continue;  // rows [lo, M): the tile's own
     T* row = yb + gm * ldy + col0;  // the segment's column 0
     const uint16_t* src = reinterpret_cast<const uint16_t*>(stg + rr * STG_PITCH);
     const int s = (int)((8 - ((reinterpret_cast<uintptr_t>(row) / sizeof(T)) & 7)) & 7);
@@ -415,9 +415,24 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
   if (ke > kb && lane == 0) release_slot<CLUSTER>(sm, (it - 1) % TL::STAGES, rank);
 }
 
+// W's loads under an L2 evict-first policy? With at most two M-tiles (few rows: the call streams W,
+// bandwidth-bound) the M-tiles of an N-tile are consecutive units, run at once, so W's lines are
+// dead after their first reads and may leave L2 first (the thread kernels' policy: NOTES_gemm.md,
+// runs 35d and 46a). With more, later M-tile groups read W again through L2: the plain load (an
+// explicit evict-normal policy cost 5-20 % there, run 46f). -DFTG_GLOBAL_DEFAULT_L2: never, for the A/B.
+__device__ __forceinline__ bool w_evict_first(int tm_n) {
+#ifdef FTG_GLOBAL_DEFAULT_L2
+  return false;
+#else
+  return tm_n <= 2;
+#endif
+}
+
 // A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
 // among the CTA tiles (its partial slots and flag when K is split).
 struct TileCoord { int b, mt, nt, s, kb, ke, id; };
+// The tile's first own row: a shifted tile's rows [Grid::row0, lo_row) belong to the previous M-tile.
+__device__ __forceinline__ int64_t lo_row(const TileCoord& c) { return (int64_t)c.mt * BM; }
 // Grouped rasterisation: GROUP_M M-tiles sweep N together so W tiles are reused from L2.
 __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
   const int per_b = tm_n * tn_n;
@@ -449,6 +464,19 @@ struct Grid {
     tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
     splits = a.split + zero;  // K splits per tile (units: a tile's splits are consecutive)
     total = (int)a.batch * tm_c * tn_n * splits; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
+  }
+  // The first row of x that M-tile mt's A box loads. A partial last M-tile loads the last BM rows
+  // of x instead of rows past M: TMA fills out-of-bounds rows slowly, ~3 ns a row and stage beyond
+  // a few dozen (129 rows of x took 32 us at 4096^2 against 21 for 256; run 46e). Its first
+  // mt * BM - r0 rows are the previous tile's: computed again and masked (lo_row) wherever rows
+  // leave the tile. -DFTG_NO_XSHIFT: the box at mt * BM always, for the A/B.
+  __device__ int row0(int mt) const {
+    const int64_t r = (int64_t)mt * BM;
+#ifdef FTG_NO_XSHIFT
+    return (int)r;
+#else
+    return (r < M && r + BM > M && M >= BM) ? (int)(M - BM) : (int)r;
+#endif
   }
   // A cluster unit -> this CTA's unit (its M-tile may lie past M: it still feeds the multicast).
   __device__ TileCoord tile(int u) const {
@@ -788,13 +816,14 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
     thr = vabft_threshold(mu, var, (float)BN, tt.wst, args.e, args.c_sigma) + tt.bias_thr;
     d1 = s1 - c1;
     const int64_t m = row_w + lane / 4 + 8 * h;
+    const bool mine = m >= lo_row(c) && m < M;  // (a shifted tile's first rows are the previous tile's)
     const bool valid = isfinite(sx) && isfinite(c1) && tt.wfin;
-    if (m < M && !valid) sm.bad = 1;
-    if (args.dbg && q == 0 && m < M) {
+    if (mine && !valid) sm.bad = 1;
+    if (args.dbg && q == 0 && mine) {
       double* d = args.dbg + 3 * (((int64_t)c.b * M + m) * tn_n + c.nt);
       d[0] = s1; d[1] = c1; d[2] = valid ? thr : -1.0;
     }
-    return m < M && valid && exceeds(d1, thr);
+    return mine && valid && exceeds(d1, thr);
   };
   float d1a, d1b, ta, tb;
   const bool fa = row_check(0, s1a, c1a, c2a, sxa, d1a, ta);
@@ -820,7 +849,7 @@ __device__ void inject_tile(float* acc, const Args& a, const Injection& inj, con
                             int lane) {
   const int64_t M = a.M, ib = inj.row / M, im = inj.row % M;
   const int64_t warp_row0 = r_lo - lane / 4;  // first row of this warp's 16
-  if (ib != c.b || inj.col / BN != c.nt || im < warp_row0 || im >= warp_row0 + 16) return;
+  if (ib != c.b || inj.col / BN != c.nt || im < warp_row0 || im >= warp_row0 + 16 || im < lo_row(c)) return;
   const int lr = (int)(im - warp_row0), lc = inj.col % BN;
   const bool owner = lane == (lr % 8) * 4 + (lc % 8) / 2;
   const int idx = 4 * (lc / 8) + 2 * (lr / 8) + (lc % 2);
@@ -900,6 +929,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (lane == 0) {  // ------------------------------------------- TMA producer
         int it = 0;
         const uint16_t mask = (uint16_t)((1u << g.cl) - 1u);
+        const bool wfirst = w_evict_first(g.tm_n);
+        const uint64_t wpol = l2_evict_first();
         for (int t = g.cid; t < g.total; t += g.ncl) {
           const TileCoord c = g.tile(t);
           int stats_ks = g.first_stats_ks(c);  // the consumers' statistics k-steps (mainloop)
@@ -926,13 +957,18 @@ __global__ void __launch_bounds__(THREADS, 1)
               if (wc_bytes > lo) bulk_load(sm.wc[slot] + WC_HALF, src + BK / 2, wc_bytes - lo, &sm.full[slot]);
             }
             uint8_t* st = base + slot * TL::STAGE_BYTES;
-            tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, c.mt * BM, c.b);
+            tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, g.row0(c.mt), c.b);
             if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
               tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), tmB, &sm.full[slot], ks * BK,
                              wrow + (int)g.rank * (BN / 2), c.b, mask);
             } else {
-              tma_load_3d(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b);
-              tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, tmB, &sm.full[slot], ks * BK, wrow + BN / 2, c.b);
+              if (wfirst) {
+                tma_load_3d_hint(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b, wpol);
+                tma_load_3d_hint(st + A_BYTES + TL::B_BYTES / 2, tmB, &sm.full[slot], ks * BK, wrow + BN / 2, c.b, wpol);
+              } else {
+                tma_load_3d(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b);
+                tma_load_3d(st + A_BYTES + TL::B_BYTES / 2, tmB, &sm.full[slot], ks * BK, wrow + BN / 2, c.b);
+              }
             }
             // the tile's checksum rows, right behind its W rows (each CTA of a cluster its own copy)
             if constexpr (LOCAL) tma_load_3d(st + A_BYTES + TL::B_BYTES, &tmC, &sm.full[slot], ks * BK, c.nt * 8, c.b);
@@ -994,8 +1030,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   int nfix = 0;  // tile-local check: rows this warp flagged (listed for its correction after the loop)
   // This thread's x statistics of unit c into the workspace, where the unit took some.
   auto flush_stats = [&](const TileCoord& c, int stats_ks, const Ws& ws) {
-    const int64_t xm = (int64_t)c.mt * BM + xs.row;
-    if (stats_ks < c.ke && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm < g.M);
+    const int64_t xm = (int64_t)g.row0(c.mt) + xs.row;
+    if (stats_ks < c.ke && !(FTG_ABLATE & 2)) xs.flush(ws, c.b * g.M + xm, xm >= lo_row(c) && xm < g.M);
   };
   for (int t = g.cid; t < g.total; t += g.ncl) {
     const TileCoord c = g.tile(t);
@@ -1057,8 +1093,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     ++seq;
 
     // ---------------------------------------------------------- epilogue
-    const int64_t row_w = (int64_t)c.mt * BM + wgc * 64 + wi * 16;  // this warp's first row
-    const int64_t r_lo = row_w + lane / 4, r_hi = r_lo + 8;
+    const int64_t row_w = (int64_t)g.row0(c.mt) + wgc * 64 + wi * 16;  // this warp's first row
+    const int64_t r_lo = row_w + lane / 4, r_hi = r_lo + 8, lo = lo_row(c);
     const int q = lane % 4;  // this thread's columns: 8 j + 2 q, +1
     if (args.bias) {
       float* bias_s = sm.bias[seq & 1];
@@ -1098,7 +1134,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // launcher keeps 16 rows under 2^31 elements): fewer 64-bit addresses live at once.
     const int ldy = (int)args.ldy + opaque_zero();
     T* yw = static_cast<T*>(args.y) + ((int64_t)c.b * g.M + row_w) * ldy + (int64_t)c.nt * BN;
-    const int rows_in = (int)min((int64_t)16, g.M - row_w);
+    const int rows_in = (int)min((int64_t)16, g.M - row_w), rows_skip = (int)max((int64_t)0, lo - row_w);
     const int cols_in = (int)min((int64_t)BN, g.N - (int64_t)c.nt * BN);
     const bool vec = (ldy % 8) == 0;  // 16-byte rows (padded ones: a chunk past N lands in the padding)
 #pragma unroll
@@ -1116,12 +1152,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int chunk = lane + 32 * i, rr = chunk >> 3, col = cc * 64 + (chunk & 7) * 8;
-          if (rr < rows_in && col < cols_in)
+          if (rr >= rows_skip && rr < rows_in && col < cols_in)
             *reinterpret_cast<uint4*>(yw + (rr * ldy + col)) =
                 *reinterpret_cast<const uint4*>(stg + rr * STG_PITCH + (chunk & 7) * 16);
         }
       } else {
-        store_unaligned_rows(static_cast<T*>(args.y) + (int64_t)c.b * g.M * ldy, stg, g.M, g.N, ldy, row_w,
+        store_unaligned_rows(static_cast<T*>(args.y) + (int64_t)c.b * g.M * ldy, stg, lo, g.M, g.N, ldy, row_w,
                              (int64_t)c.nt * BN + cc * 64, lane);
       }
       __syncwarp();
@@ -1148,11 +1184,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       const Ws ws(args.ws, args.ws_rows + opaque_zero());
       if (lane % 4 == 0 && !(FTG_ABLATE & 4)) {
         const double off = (double)c.nt * BN;  // global weight = off + local weight
-        if (r_lo < g.M) {
+        if (r_lo >= lo && r_lo < g.M) {
           atomicAdd(ws.s1() + c.b * g.M + r_lo, (double)s1a);
           atomicAdd(ws.s2() + c.b * g.M + r_lo, W_DEN * (double)s2a + off * (double)s1a);
         }
-        if (r_hi < g.M) {
+        if (r_hi >= lo && r_hi < g.M) {
           atomicAdd(ws.s1() + c.b * g.M + r_hi, (double)s1b);
           atomicAdd(ws.s2() + c.b * g.M + r_hi, W_DEN * (double)s2b + off * (double)s1b);
         }

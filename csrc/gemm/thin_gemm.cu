@@ -37,15 +37,15 @@ constexpr int W_BYTES = BW * BK * 2;
 // y's columns are weighed (m + 1) / W_DEN and the checksum rows scaled by 1 / SCALE (fp16's range).
 constexpr float W_DEN = 256.f, SCALE = 256.f;
 
-// W's L2 policy: each element of W is read by one CTA once (x's rows all lie in one tile), so its
-// lines may leave L2 first and x's, which every CTA reads, stay (the streaming kernel's policy, worth
-// 8-13 % there on an H200: NOTES_gemm.md, run 35d). -DFTG_THIN_DEFAULT_L2: the normal policy, for
-// the A/B (benchmarks/gemm_ab.py).
-__device__ __forceinline__ uint64_t w_policy() {
+// W's loads: each element of W is read by one CTA once (x's rows all lie in one tile), so its lines
+// may leave L2 first and x's, which every CTA reads, stay (the streaming kernel's policy, worth
+// 8-13 % there on an H200: NOTES_gemm.md, run 35d). -DFTG_THIN_DEFAULT_L2: the plain load, for the
+// A/B (benchmarks/gemm_ab.py).
+__device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int b) {
 #ifdef FTG_THIN_DEFAULT_L2
-  return l2_evict_normal();
+  tma_load_3d(dst, map, bar, k, row, b);
 #else
-  return l2_evict_first();
+  tma_load_3d_hint(dst, map, bar, k, row, b, l2_evict_first());
 #endif
 }
 
@@ -252,10 +252,9 @@ __global__ void __launch_bounds__(THREADS, 1)
       // Protected: the launch follows the x-side pass, which waited for everything before it:
       // W may be read before this kernel waits for the pass.
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
-      const uint64_t wpol = w_policy();
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], C::STAGE);
-        tma_load_3d_hint(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b, wpol);
+        load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
       }
       grid_dep_wait();
       for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
@@ -263,7 +262,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (i >= pre) {
           if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
           mbar_expect_tx(&sm.full[slot], C::STAGE);
-          tma_load_3d_hint(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b, wpol);
+          load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
         if (PROT) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
