@@ -49,6 +49,18 @@ __device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64
 #endif
 }
 
+// Rows of x's TMA box: the call's rows rounded up to 8 (a swizzle atom), not all NX. TMA fills
+// out-of-bounds rows slowly (~3 ns a row and stage beyond a few dozen: NOTES_gemm.md, run 46e);
+// the slot's rows past the box keep whatever they held: they only reach columns of D past M, which
+// nothing stores or checks. -DFTG_THIN_FULL_XBOX: all NX rows, for the A/B.
+__host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
+#ifdef FTG_THIN_FULL_XBOX
+  return nx;
+#else
+  return M >= nx ? nx : (int)((M + 7) / 8 * 8);
+#endif
+}
+
 template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
@@ -252,8 +264,9 @@ __global__ void __launch_bounds__(THREADS, 1)
       // Protected: the launch follows the x-side pass, which waited for everything before it:
       // W may be read before this kernel waits for the pass.
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (PROT ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
-        mbar_expect_tx(&sm.full[i], C::STAGE);
+        mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
       }
       grid_dep_wait();
@@ -261,7 +274,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         uint8_t* st = base + slot * C::STAGE;
         if (i >= pre) {
           if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
-          mbar_expect_tx(&sm.full[slot], C::STAGE);
+          mbar_expect_tx(&sm.full[slot], stage_tx);
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
@@ -550,7 +563,7 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
-      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, nx))
+      !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
   if (a->protect) {
     if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
