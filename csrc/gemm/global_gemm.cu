@@ -466,8 +466,8 @@ struct Grid {
     total = (int)a.batch * tm_c * tn_n * splits; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
   }
   // The first row of x that M-tile mt's A box loads. A partial last M-tile loads the last BM rows
-  // of x instead of rows past M: TMA fills out-of-bounds rows slowly, ~3 ns a row and stage beyond
-  // a few dozen (129 rows of x took 32 us at 4096^2 against 21 for 256; run 46e). Its first
+  // of x instead of rows past M: TMA fills out-of-bounds rows slowly, ~3 ns a row and stage (129
+  // rows of x took 32 us at 4096^2 against 21 for 256; runs 46d-e). Its first
   // mt * BM - r0 rows are the previous tile's: computed again and masked (lo_row) wherever rows
   // leave the tile. -DFTG_NO_XSHIFT: the box at mt * BM always, for the A/B.
   __device__ int row0(int mt) const {

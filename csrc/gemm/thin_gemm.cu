@@ -38,8 +38,8 @@ constexpr int W_BYTES = BW * BK * 2;
 constexpr float W_DEN = 256.f, SCALE = 256.f;
 
 // W's loads: each element of W is read by one CTA once (x's rows all lie in one tile), so its lines
-// may leave L2 first and x's, which every CTA reads, stay (the streaming kernel's policy, worth
-// 8-13 % there on an H200: NOTES_gemm.md, run 35d). -DFTG_THIN_DEFAULT_L2: the plain load, for the
+// may leave L2 first and x's, which every CTA reads, stay (the streaming kernel's policy: 8-13 %
+// there on an H200, run 35d; 1-3 % here, run 46g). -DFTG_THIN_DEFAULT_L2: the plain load, for the
 // A/B (benchmarks/gemm_ab.py).
 __device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int b) {
 #ifdef FTG_THIN_DEFAULT_L2
@@ -50,7 +50,7 @@ __device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64
 }
 
 // Rows of x's TMA box: the call's rows rounded up to 8 (a swizzle atom), not all NX. TMA fills
-// out-of-bounds rows slowly (~3 ns a row and stage beyond a few dozen: NOTES_gemm.md, run 46e);
+// out-of-bounds rows slowly (~3 ns a row and stage: NOTES_gemm.md, runs 46e and 46h);
 // the slot's rows past the box keep whatever they held: they only reach columns of D past M, which
 // nothing stores or checks. -DFTG_THIN_FULL_XBOX: all NX rows, for the A/B.
 __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
