@@ -20,9 +20,16 @@ SCHEME = os.environ.get("GEMM_AB_SCHEME", "linear_thread")
 SHAPES = [(m, n, k) for m in (1, 16, 32) for n, k in ((4096, 4096), (11008, 4096), (14336, 4096))]
 SHAPES += [(1, 2304, 768), (1, 768, 3072), (64, 4096, 4096)]
 SHAPES = [(m, n, k, None) for m, n, k in SHAPES]
+
+
+def _shape(spec: str):
+    """"MxNxK" or "MxNxK:kernel" -> (M, N, K, kernel or None)."""
+    dims, _, kernel = spec.partition(":")
+    return (*map(int, dims.split("x")), kernel or None)
+
+
 if os.environ.get("GEMM_AB_SHAPES"):
-    SHAPES = [tuple(int(v) for v in s.split(":")[0].split("x")) + ((s.split(":") + [None])[1],)
-              for s in os.environ["GEMM_AB_SHAPES"].split(",")]
+    SHAPES = [_shape(s) for s in os.environ["GEMM_AB_SHAPES"].split(",")]
 
 CHILD = r'''
 import sys; sys.path.insert(0, "benchmarks")

@@ -938,6 +938,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           const int member = args.member_of((int64_t)c.nt * BN);
           const int wrow = c.nt * BN - (int)args.member_col0(member);
           const CUtensorMap* tmB = &tmW.m[member];
+          const int xrow = g.row0(c.mt);  // the tile's first row of x (a partial last tile: shifted)
           for (int ks = c.kb; ks < c.ke; ++ks, ++it) {
             const int slot = it % TL::STAGES;
             mbar_wait(&sm.empty[slot], ((it / TL::STAGES) & 1) ^ 1);
@@ -957,7 +958,7 @@ __global__ void __launch_bounds__(THREADS, 1)
               if (wc_bytes > lo) bulk_load(sm.wc[slot] + WC_HALF, src + BK / 2, wc_bytes - lo, &sm.full[slot]);
             }
             uint8_t* st = base + slot * TL::STAGE_BYTES;
-            tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, g.row0(c.mt), c.b);
+            tma_load_3d(st, &tmA, &sm.full[slot], ks * BK, xrow, c.b);
             if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
               tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), tmB, &sm.full[slot], ks * BK,
                              wrow + (int)g.rank * (BN / 2), c.b, mask);
