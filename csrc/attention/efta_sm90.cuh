@@ -324,6 +324,9 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   extern __shared__ uint8_t smem_raw[];
+  // (Aligned through an integer cast, not sm90::align_1024 as the GEMM kernels: the tile loop reaches
+  // shared memory through 32-bit descriptors anyway, and the declared alignment moved the d=64 loop's
+  // schedule, +2-3 % protected: NOTES_attention.md, run 47c.)
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* sQ = base;
   Ring ring;

@@ -11,6 +11,16 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The dynamic shared memory's first 1024-byte boundary (128-byte swizzle atoms), reached by pointer
+// arithmetic on the shared array itself: the compiler then keeps every pointer derived from it in the
+// shared space (LDS / STS, 32-bit addresses). Aligning through an integer cast lost that, and every
+// access became a generic LD / ST with 64-bit address arithmetic. Kernels declare the array
+// `__align__(1024)` (the toolchain places it so), and the offset then folds to 0 at compile time:
+// shared addresses become constants, with no add per access.
+__device__ __forceinline__ uint8_t* align_1024(uint8_t* smem_raw) {
+  return smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+}
+
 // ---------------------------------------------------------------- mbarrier
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));

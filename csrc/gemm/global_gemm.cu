@@ -881,8 +881,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     gemm_global_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ WMaps tmW,
                        const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
   static_assert(!LOCAL || (PROTECT && BN + 8 <= 256), "the tile-local check: protected, BN + 8 <= 256");
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* base = sm90::align_1024(smem_raw);
   using TL = Tiles<BN, LOCAL>;
   uint8_t* staging = base + TL::STAGES * TL::STAGE_BYTES;
   Smem& sm = *reinterpret_cast<Smem*>(staging + 8 * STG_WARP);

@@ -233,8 +233,8 @@ __global__ void __launch_bounds__(THREADS, 1)
                      const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
   using C = Cfg<NX, PROT>;
   constexpr int NC = C::NC, NQ = C::NQ;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
   const int ring = NS * C::STAGE, epi = C::P_BYTES + NX * ystg_pitch(S) * 2;
   Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));

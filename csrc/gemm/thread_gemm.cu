@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(THREADS, 2)
     gemm_thread_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                        const __grid_constant__ Args args) {
   using C = Cfg<MT, NBOX>;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, WM = args.wm, WK = NCW / WM;
   const int BMc = C::bm(WM), XB = C::x_box(WM), STAGE = C::stage(WM);
   const int ring = NS * STAGE;
