@@ -1,5 +1,5 @@
-// Phase timestamps of the streaming kernel: a diagnostic build only (-DFTG_STREAM_STAMPS, made by
-// benchmarks/stream_phases.py). Thread 0 of every CTA takes a ticket at entry and records, per
+// Phase timestamps of the streaming and thin kernels: a diagnostic build only (-DFTG_STREAM_STAMPS,
+// made by benchmarks/stream_phases.py and thin_phases.py). Thread 0 of every CTA takes a ticket at entry and records, per
 // phase, the SM clock and the global timer into the ticket's slot; the host reads the slots back
 // with ft_gemm_stream_stamps. Tickets are handed out in start order, and the launches of one
 // stream do not overlap (stream_phases.py launches without PDL), so ticket / ctas_per_launch is
@@ -11,7 +11,7 @@
 namespace ftg {
 namespace stamps {
 
-// Phases: 0 entry, 1 set-up done, 2 first chunk computed (depth 1 only: a stamp inside the
+// The streaming kernel's phases (the thin kernel's: thin_gemm.cu, ThinPhase): 0 entry, 1 set-up done, 2 first chunk computed (depth 1 only: a stamp inside the
 // rolling loop makes it spill), 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait,
 // 6 warp partials combined (a non-leader has pushed them and exits), 7 leader: the pushed partials
 // landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and reported.
@@ -61,10 +61,41 @@ struct Stamper {
     r.gt[i] = global_ns();
   }
 };
+
+// The same records for kernels whose phases end in different threads (the thin kernel: its
+// producer thread and its first consumer thread): the slot is a word of the kernel's own shared
+// control block, and mark(i, by) records in thread `by` only. (A static __shared__ slot would pad
+// a kernel whose dynamic shared memory is declared 1024-aligned by a whole kilobyte.)
+struct SlotStamper {
+  unsigned* slot;
+  __device__ __forceinline__ void begin(unsigned* s) {
+    slot = s;
+    if (threadIdx.x != 0) return;
+    const unsigned t = atomicAdd(&g_ticket, 1u) % CAP;
+    *slot = t;
+    Rec& r = g_rec[t];
+    r.block = blockIdx.x | blockIdx.y << 16 | blockIdx.z << 24;
+    r.smid = sm_id();
+    for (int i = 1; i < NPH; ++i) r.clk[i] = r.gt[i] = 0;
+    r.clk[0] = clock64();
+    r.gt[0] = global_ns();
+  }
+  // (by thread `by`, after a barrier that follows begin())
+  __device__ __forceinline__ void mark(int i, int by = 0) {
+    if ((int)threadIdx.x != by) return;
+    Rec& r = g_rec[*slot];
+    r.clk[i] = clock64();
+    r.gt[i] = global_ns();
+  }
+};
 #else
 struct Stamper {
   __device__ __forceinline__ void begin() {}
   __device__ __forceinline__ void mark(int) {}
+};
+struct SlotStamper {
+  __device__ __forceinline__ void begin(unsigned*) {}
+  __device__ __forceinline__ void mark(int, int = 0) {}
 };
 #endif
 

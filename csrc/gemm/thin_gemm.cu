@@ -13,12 +13,13 @@
 // threshold of M terms from W[n]'s statistics (offline) and x's per-k statistics over its rows
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
-// the GEMM starts meanwhile (programmatic dependent launch) and streams its first W stages before
-// it waits for the pass.
+// it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
+// before they read W or x.
 #include <type_traits>
 
 #include "ft_common.cuh"
 #include "ft_host.cuh"
+#include "stream_stamps.cuh"
 #include "wgmma_ops.cuh"
 
 // Diagnostics only (benchmarks/ablate_thin.sh): bits that drop parts of the protection to time
@@ -69,6 +70,12 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int P_BYTES = BW * PP * 4;
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
+// Phase timestamps (diagnostic build, -DFTG_STREAM_STAMPS; benchmarks/thin_phases.py), recorded by
+// the producer thread (P) or the first consumer thread (C): 0 entry, 1 set-up done (P), 2 the
+// x-side pass waited for (P), 3 every load issued (P), 4 the first stage landed (C), 5 its loop done
+// (C), 6 every loop done (P), 7 partial tiles published (P), 8 its rows reduced and staged (P),
+// 9 the column checks done (P, protected), 10 the corrections done (P), 11 stored and reported (P).
+constexpr int STAMP_C = 128;  // the first consumer thread
 struct Ctrl {
   uint64_t full[MAX_STAGES], empty[MAX_STAGES];
   float bpart[3][3];  // x's statistics over K (V-ABFT's B statistics), three warps' shares
@@ -77,6 +84,7 @@ struct Ctrl {
   int wfin, ndet, ncorr, nunc;
   int nfix;             // alarmed rows of D to correct, and which (their index in the CTA's slice)
   uint8_t fixrow[BW];
+  unsigned stamp_slot;  // the diagnostic build's record slot (last: the other fields keep their offsets)
 };
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8 (16-byte stores of y); even for split 1, 2, 4, 40 / 40 / 48 for 3.
@@ -102,9 +110,18 @@ template <typename T>
 __global__ void __launch_bounds__(256) thin_xsum_kernel(const __grid_constant__ Args args) {
   __shared__ float red[8][4][64];
   __shared__ float cst[2][3];
+#ifdef FTG_THIN_LATE_LAUNCH
   grid_dep_wait();  // x may be the previous kernel's output
   // Lets the GEMM launch: everything before this pass is complete, so it may read W before it waits.
   grid_dep_launch_dependents();
+#else
+  // The GEMM launches at once: its CTAs take the SMs while the kernel before this pass finishes,
+  // and read W only once this pass is complete (which implies everything before it). Launched
+  // after the pass's wait instead, the GEMM's CTAs entered ~4.7 us after the previous kernel's
+  // last CTA (NOTES_gemm.md, run 47d); -DFTG_THIN_LATE_LAUNCH builds that order, for the A/B.
+  grid_dep_launch_dependents();
+  grid_dep_wait();  // x may be the previous kernel's output
+#endif
   const int c = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int64_t M = args.M, K = args.K;
   const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
@@ -248,6 +265,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
 
+  stamps::SlotStamper stamp;
+  stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
@@ -258,18 +277,24 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
   grid_dep_launch_dependents();
+  stamp.mark(1);
 
   if (warp == 0) {  // ------------------------------------------------- TMA producer
     if (lane == 0) {
+#ifdef FTG_THIN_LATE_LAUNCH
       // Protected: the launch follows the x-side pass, which waited for everything before it:
       // W may be read before this kernel waits for the pass.
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
+#else
+      const int pre = 0;  // W may be the output of a kernel before the pass: read after the wait
+#endif
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (PROT ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
       }
       grid_dep_wait();
+      stamp.mark(2);
       for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
         uint8_t* st = base + slot * C::STAGE;
         if (i >= pre) {
@@ -281,6 +306,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (PROT) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
+      stamp.mark(3);
     }
   } else {
     grid_dep_wait();
@@ -313,6 +339,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
       mbar_wait(&sm.full[slot], round & 1);
+      if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
@@ -337,8 +364,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     wgmma_wait<0>();
     reg_fence<NC / 2>(acc);
+    stamp.mark(5, STAMP_C);
   }
   __syncthreads();  // the ring is consumed: the partial tile may overwrite it
+  stamp.mark(6);
   if (warp >= 4) {  // D[n][c] -> part[n * PP + c]
     const int cw = warp / 4 - 1, g = lane / 4, c4 = lane % 4;
     const int n0 = cw * 64 + (warp % 4) * 16 + g;
@@ -351,6 +380,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
   else __syncthreads();
+  stamp.mark(7);
 
   // ------------------------------------------------------------- the CTA's slice of rows: reduce, check, stage
   const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0, YP = ystg_pitch(S);
@@ -362,11 +392,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 3; ++i) bst[i] = sm.bpart[0][i] + sm.bpart[1][i] + sm.bpart[2][i];
     invalid = !(isfinite(bst[0]) && isfinite(bst[1]) && isfinite(bst[2])) || !sm.wfin;
   }
+  // The row loop, compiled twice: without a cluster (ONE: split 1, the rule at N >= 11008) the
+  // slice, the staging pitch and the sources are constants and no DSMEM load is issued.
+  const int R0_ = R0, R_ = R, YP_ = YP, S_ = S;
+  auto row_loop = [&](auto one) {
+    constexpr bool ONE = decltype(one)::value;
+    const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, YP = ONE ? ystg_pitch(1) : YP_, S = ONE ? 1 : S_;
   for (int rr = warp; rr < R; rr += THREADS / 32) {
     const int nl = R0 + rr;
-    const int64_t n = (int64_t)tile * BW + nl;
+    [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
     float v[NQ];
-    {
+    if constexpr (ONE) {
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+    } else {
       float l[NQ][4];  // every source's loads in flight before any is used
 #pragma unroll
       for (int q = 0; q < NQ; ++q)
@@ -374,10 +413,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int src = 0; src < 4; ++src) {
           const int col = 32 * q + lane;
           l[q][src] = 0.f;
-          if (src < S && col < NC) {
-            const uint32_t a = smem_u32(part + nl * C::PP + col);
-            l[q][src] = S > 1 ? ld_dsmem_f32(a, src) : part[nl * C::PP + col];
-          }
+          if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
         }
 #pragma unroll
       for (int q = 0; q < NQ; ++q) {
@@ -410,6 +446,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (PROT && m < NC) part[nl * C::PP + m] = v[q];
     }
   }
+  };
+  if (S_ == 1) row_loop(std::true_type{});
+  else row_loop(std::false_type{});
+  stamp.mark(8);
   if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
   if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
     __syncthreads();  // every row's final values are in part
@@ -435,6 +475,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
     __syncthreads();
+    stamp.mark(9);
     // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
     for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
       const int rr = sm.fixrow[i], nl = R0 + rr;
@@ -488,6 +529,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane == 0 && (ncorr | nunc)) { atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc); }
   }
   __syncthreads();
+  stamp.mark(10);
   {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
     T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
     const int64_t c0 = (int64_t)tile * BW + R0;
@@ -514,6 +556,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
   }
+  stamp.mark(11);
   if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
 }
 
@@ -590,3 +633,18 @@ extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int sp
   if (nx == 64) return protect ? max_clusters<64, true>(stages, split) : max_clusters<64, false>(stages, split);
   return protect ? max_clusters<128, true>(stages, split) : max_clusters<128, false>(stages, split);
 }
+
+#ifdef FTG_STREAM_STAMPS
+// Diagnostic build: the thin kernel's phase records (this file's own g_rec), as ft_gemm_stream_stamps.
+extern "C" int ft_gemm_thin_stamps(void* out, int cap) {
+  using namespace ftg::stamps;
+  unsigned n = 0;
+  if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
+  const unsigned keep = n < (unsigned)cap ? n : (unsigned)cap;
+  if (keep && out)
+    if (cudaError_t e = cudaMemcpyFromSymbol(out, g_rec, keep * sizeof(Rec))) return -(int)e;
+  const unsigned zero = 0;
+  if (cudaError_t e = cudaMemcpyToSymbol(g_ticket, &zero, sizeof zero)) return -(int)e;
+  return (int)n;
+}
+#endif
