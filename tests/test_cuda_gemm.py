@@ -473,6 +473,39 @@ def test_thin_kernel_corrects_as_its_cpu_reference(stage):
 
 
 @needs_hopper
+@pytest.mark.parametrize("protect", [True, False])
+def test_thin_kernel_reads_a_weight_written_just_before(protect):
+    """A weight that is not a parameter (static_weight=False) may be written by the kernel right
+    before the call: the thin kernel then reads it only after its dependency wait. Replays of one
+    CUDA graph in which each call's W is copied in by the preceding kernel (a different W per call)
+    must each equal F.linear's result on that W, with no false alarm."""
+    name = f"cu-thin-dynamic-w-{int(protect)}"
+    sid = ftcompile.register_site(name, "linear", static_weight=False)
+    gen = torch.Generator().manual_seed(3)
+    ws = [_rand(11008, 4096, dtype=torch.bfloat16, scale=4096 ** -0.5, gen=gen) for _ in range(3)]
+    x, b = _rand(32, 4096, dtype=torch.bfloat16, gen=gen), _rand(11008, dtype=torch.bfloat16, gen=gen)
+    w = torch.empty_like(ws[0])
+    outs = [torch.empty(32, 11008, dtype=torch.bfloat16, device="cuda") for _ in ws]
+    call = lambda: cuda_gemm.run("linear_thread", x, w, b, ftcompile.telemetry.site(sid),  # noqa: E731
+                                 protect=protect, inject=False, kernel="thin")
+    w.copy_(ws[0])
+    call()  # warm-up outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for wi, out in zip(ws, outs):
+            w.copy_(wi)
+            out.copy_(call())
+    for _ in range(3):
+        g.replay()
+        torch.cuda.synchronize()
+        for wi, out in zip(ws, outs):
+            ref = F.linear(x.float(), wi.float(), b.float())
+            assert (out.float() - ref).abs().max() <= 2 * (F.linear(x, wi, b).float() - ref).abs().max() + 1e-3
+    assert _stats(name)["detected"] == 0
+
+
+@needs_hopper
 def test_symmetric_double_fault_is_not_miscorrected():
     sid = site("cu-sym")
     x, w = _rand(4, 64, dtype=torch.bfloat16), _rand(64, 64, dtype=torch.bfloat16)

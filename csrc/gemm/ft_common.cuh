@@ -86,6 +86,9 @@ struct Args {
   const float* wrow;
   void* xsum;
   float* xstat;
+  // W is a parameter (the site's static_weight): no kernel that may still run when this one starts
+  // writes it, so the thin kernel reads it before its grid-dependency wait.
+  int32_t w_static;
 };
 
 // ---------------------------------------------------------------- row dot products (correction paths)

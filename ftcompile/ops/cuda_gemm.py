@@ -142,7 +142,8 @@ class _Args(ctypes.Structure):
                 ("groups", ctypes.c_int32), ("gw", ctypes.c_void_p * (MAX_GROUP - 1)),
                 ("gcol", ctypes.c_int64 * (MAX_GROUP - 1)),
                 ("inj", _Inj * MAX_INJ),
-                ("wrow", ctypes.c_void_p), ("xsum", ctypes.c_void_p), ("xstat", ctypes.c_void_p)]
+                ("wrow", ctypes.c_void_p), ("xsum", ctypes.c_void_p), ("xstat", ctypes.c_void_p),
+                ("w_static", ctypes.c_int32)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -889,6 +890,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         raise ValueError("ftcompile: the thin kernel writes no check diagnostics (dbg)")
     a.pdl = int(PDL if pdl is None else pdl) if stream or thin or not thread else 0  # the ring kernel: plain
     if thin:
+        a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
                                                  device=dev.index or 0)
         chains = a.split
