@@ -534,8 +534,8 @@ def thread_config(m: int, n: int, k: int, wb: int, num_sms: int, nbox: Optional[
 
 
 def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optional[str] = None) -> str:
-    """"stream" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] on a GPU of
-    num_sms SMs (see THREAD_KERNEL)."""
+    """"stream", "thin" or "ring": the thread-scheme kernel for x [wb, m, k] and W [wb, n, k] on a
+    GPU of num_sms SMs (see THREAD_KERNEL)."""
     kind = kernel or THREAD_KERNEL
     if kind not in ("auto", "stream", "ring", "thin"):
         raise ValueError(f"ftcompile: thread kernel {kind!r} (auto, stream, ring, thin)")
@@ -547,9 +547,15 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
     # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
     # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
-    if m <= 16:
-        return "stream"
     w_bytes = wb * n * k * 2
+    if m <= 16:
+        # The thin kernel where its 128-row tiles alone fill most of the SMs in one wave (split 1:
+        # N = 11008 / 14336 at K = 4096 on an H200), the streaming kernel elsewhere: run 47g, H200,
+        # protected / cuBLAS, streaming -> thin: 1x11008x4096 1.20 -> 1.04, 16x11008x4096 1.21 ->
+        # 1.04, 1x14336x4096 1.12 -> 1.03, 16x14336x4096 1.12 -> 1.04; where thin needs a K split
+        # the streaming kernel stays ahead (16x4096^2 1.00 against 1.08, 16x4096x11008 1.00 / 1.05).
+        tiles = wb * math.ceil(n / THIN_BW)
+        return "thin" if w_bytes >= THIN_W_BYTES and THIN_M16_SM_SHARE * num_sms <= tiles <= num_sms else "stream"
     mtile = stream_mtile(m)
     one_row = m <= 16 * mtile
     fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or w_bytes < STREAM_REREAD_W_BYTES)
@@ -570,6 +576,8 @@ THIN_BW = 128  # rows of W per CTA
 # the kernel auto took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096
 # 43.1 / 104.9, 32x11008x4096 37.5 / 41.5; GPT-2 sizes (W <= 5 MB) at M <= 64 13-19 / 6-16.
 THIN_W_BYTES = 32 << 20
+# At M <= 16, the thin kernel from this share of the SMs in tiles on (see thread_kernel).
+THIN_M16_SM_SHARE = 0.6
 
 
 # The thin kernel's time model, which picks its K split (run 45b, H200, 24 shapes x splits 1-4:
