@@ -543,10 +543,6 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
         kind = "auto"
     if kind != "auto":
         return kind
-    # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
-    # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
-    # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
-    # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
     w_bytes = wb * n * k * 2
     if m <= 16:
         # The thin kernel where its 128-row tiles alone fill most of the SMs in one wave (split 1:
@@ -556,6 +552,10 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
         # the streaming kernel stays ahead (16x4096^2 1.00 against 1.08, 16x4096x11008 1.00 / 1.05).
         tiles = wb * math.ceil(n / THIN_BW)
         return "thin" if w_bytes >= THIN_W_BYTES and THIN_M16_SM_SHARE * num_sms <= tiles <= num_sms else "stream"
+    # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
+    # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
+    # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
+    # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
     mtile = stream_mtile(m)
     one_row = m <= 16 * mtile
     fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or w_bytes < STREAM_REREAD_W_BYTES)
