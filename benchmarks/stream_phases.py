@@ -52,9 +52,10 @@ def stamped_library() -> ctypes.CDLL:
     return handle
 
 
-def read(handle, cap=1 << 16):
+def read(handle, cap=1 << 16, kernel="stream"):
+    """The records since the last read (and how many CTAs recorded) of the kernel's own stamps."""
     buf = (Rec * cap)()
-    n = handle.ft_gemm_stream_stamps(ctypes.addressof(buf), cap)
+    n = getattr(handle, f"ft_gemm_{kernel}_stamps")(ctypes.addressof(buf), cap)
     if n < 0:
         raise RuntimeError(f"stamps: CUDA error {-n}")
     return list(buf[:min(n, cap)]), n

@@ -24,18 +24,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ftcompile.ops import cuda_gemm  # noqa: E402
-from stream_phases import NPH, Rec, pct, stamped_library  # noqa: E402
+from stream_phases import pct, read, stamped_library  # noqa: E402
 
 PHASES = ["set-up", "pass waited", "loads issued", "1st stage", "loop (C)", "all loops", "partials",
           "rows", "checks", "fixes", "stored"]
-
-
-def read(handle, cap=1 << 16):
-    buf = (Rec * cap)()
-    n = handle.ft_gemm_thin_stamps(ctypes.addressof(buf), cap)
-    if n < 0:
-        raise RuntimeError(f"stamps: CUDA error {-n}")
-    return list(buf[:min(n, cap)]), n
 
 
 def analyse(recs, launches):
@@ -78,10 +70,10 @@ def main():
             cuda_gemm._LIB = handle
             us = graph_time(call, sets) * 1e3
             g = capture(call, sets)
-            read(handle, 0)  # start over
+            read(handle, 0, "thin")  # start over
             g.replay()
             torch.cuda.synchronize()
-            recs, count = read(handle)
+            recs, count = read(handle, kernel="thin")
             stats = analyse(recs, len(sets))
             rows.append({"shape": shape, "variant": name, "us": us, "production_us": prod, "cublas_us": cub,
                          "records": count, **stats})

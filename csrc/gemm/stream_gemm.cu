@@ -401,16 +401,6 @@ extern "C" int ft_gemm_stream_max_clusters(int warps, int mtile, int split) {
 #ifdef FTG_STREAM_STAMPS
 // Diagnostic build: copies up to `cap` phase records (ftg::stamps::Rec) of the launches since the
 // last call into `out` and starts over; returns how many CTAs recorded (may exceed cap).
-extern "C" int ft_gemm_stream_stamps(void* out, int cap) {
-  using namespace ftg::stamps;
-  unsigned n = 0;
-  if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
-  const unsigned keep = n < (unsigned)cap ? n : (unsigned)cap;
-  if (keep && out)
-    if (cudaError_t e = cudaMemcpyFromSymbol(out, g_rec, keep * sizeof(Rec))) return -(int)e;
-  const unsigned zero = 0;
-  if (cudaError_t e = cudaMemcpyToSymbol(g_ticket, &zero, sizeof zero)) return -(int)e;
-  return (int)n;
-}
+extern "C" int ft_gemm_stream_stamps(void* out, int cap) { return ftg::stamps::copy_records(out, cap); }
 extern "C" int ft_gemm_stream_stamp_size() { return (int)sizeof(ftg::stamps::Rec); }
 #endif

@@ -88,6 +88,20 @@ struct SlotStamper {
     r.gt[i] = global_ns();
   }
 };
+
+// Host side: copies up to `cap` records of the launches since the last call into `out` and starts
+// over; returns how many CTAs recorded (may exceed cap), or a negative CUDA error. (Each file that
+// includes this header has its own records: the kernels' ft_gemm_*_stamps call it.)
+static inline int copy_records(void* out, int cap) {
+  unsigned n = 0;
+  if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
+  const unsigned keep = n < (unsigned)cap ? n : (unsigned)cap;
+  if (keep && out)
+    if (cudaError_t e = cudaMemcpyFromSymbol(out, g_rec, keep * sizeof(Rec))) return -(int)e;
+  const unsigned zero = 0;
+  if (cudaError_t e = cudaMemcpyToSymbol(g_ticket, &zero, sizeof zero)) return -(int)e;
+  return (int)n;
+}
 #else
 struct Stamper {
   __device__ __forceinline__ void begin() {}

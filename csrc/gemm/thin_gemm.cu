@@ -642,16 +642,6 @@ extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int sp
 }
 
 #ifdef FTG_STREAM_STAMPS
-// Diagnostic build: the thin kernel's phase records (this file's own g_rec), as ft_gemm_stream_stamps.
-extern "C" int ft_gemm_thin_stamps(void* out, int cap) {
-  using namespace ftg::stamps;
-  unsigned n = 0;
-  if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
-  const unsigned keep = n < (unsigned)cap ? n : (unsigned)cap;
-  if (keep && out)
-    if (cudaError_t e = cudaMemcpyFromSymbol(out, g_rec, keep * sizeof(Rec))) return -(int)e;
-  const unsigned zero = 0;
-  if (cudaError_t e = cudaMemcpyToSymbol(g_ticket, &zero, sizeof zero)) return -(int)e;
-  return (int)n;
-}
+// Diagnostic build: the thin kernel's phase records (this file's own), as ft_gemm_stream_stamps.
+extern "C" int ft_gemm_thin_stamps(void* out, int cap) { return ftg::stamps::copy_records(out, cap); }
 #endif
