@@ -79,15 +79,15 @@ def test_injection_plan_draws_the_reference_elements(spread):
 
 
 def test_thread_kernel_choice_follows_the_measurements():
-    """The auto rule picks the kernel runs 17, 43f, 45b and 47g measured faster (H200, 132 SMs):
-    streaming for M <= 16 (but the thin kernel where its 128-row tiles fill 60-100 % of the SMs on
+    """The auto rule picks the kernel runs 17, 43f, 45b and 47g-j measured faster (H200, 132 SMs):
+    streaming for M <= 16 (but the thin kernel where its 128-row tiles fill 45-100 % of the SMs on
     32 MB of W or more) and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB),
     the thin kernel for 17-128 rows of x on weights of 32 MB and more (at M <= 32 with N <= 4096
     from 64 MB) and where the streaming kernel does not fit, ring beyond 128 rows; the streaming
     kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
-    stream = [(16, 4096, 4096), (1, 4096, 11008), (16, 2304, 768), (1, 8192, 4096), (1, 22016, 4096),
+    stream = [(16, 4096, 4096), (1, 4096, 11008), (16, 2304, 768), (1, 6144, 4096), (1, 22016, 4096),
               (32, 4096, 4096), (128, 768, 768), (96, 2304, 768), (48, 2048, 2048)]
-    thin = [(1, 11008, 4096), (16, 14336, 4096), (8, 11008, 4096),
+    thin = [(1, 11008, 4096), (16, 14336, 4096), (8, 11008, 4096), (1, 8192, 4096), (16, 16384, 4096),
             (32, 11008, 4096), (32, 14336, 4096), (32, 4096, 11008), (64, 4096, 4096), (96, 4096, 4096),
             (64, 4096, 11008), (128, 14336, 4096), (128, 2304, 768), (96, 3072, 768)]
     ring = [(256, 4096, 4096), (8192, 4096, 4096), (129, 2304, 768)]

@@ -545,11 +545,12 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
         return kind
     w_bytes = wb * n * k * 2
     if m <= 16:
-        # The thin kernel where its 128-row tiles alone fill most of the SMs in one wave (split 1:
-        # N = 11008 / 14336 at K = 4096 on an H200), the streaming kernel elsewhere: run 47g, H200,
-        # protected / cuBLAS, streaming -> thin: 1x11008x4096 1.20 -> 1.04, 16x11008x4096 1.21 ->
-        # 1.04, 1x14336x4096 1.12 -> 1.03, 16x14336x4096 1.12 -> 1.04; where thin needs a K split
-        # the streaming kernel stays ahead (16x4096^2 1.00 against 1.08, 16x4096x11008 1.00 / 1.05).
+        # The thin kernel where its 128-row tiles fill about half the SMs or more in one wave, the
+        # streaming kernel elsewhere: runs 47g / 47j, H200, protected / cuBLAS, streaming -> thin:
+        # 1x11008x4096 1.20 -> 1.04, 16x14336x4096 1.12 -> 1.04, 1 / 16 x N x 4096 at N = 8192
+        # 1.15 -> 1.11 / 1.16 -> 1.14, 10240 1.30 -> 1.07 / 1.31 -> 1.12, 12288 1.12 -> 1.00 /
+        # 1.14 -> 1.04, 16384 1.12 -> 1.05 / 1.13 -> 1.05; at 32 tiles the streaming kernel stays
+        # ahead (16x4096^2 1.00 against 1.08, 16x4096x11008 1.00 / 1.05).
         tiles = wb * math.ceil(n / THIN_BW)
         return "thin" if w_bytes >= THIN_W_BYTES and THIN_M16_SM_SHARE * num_sms <= tiles <= num_sms else "stream"
     # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
@@ -576,8 +577,9 @@ THIN_BW = 128  # rows of W per CTA
 # the kernel auto took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096
 # 43.1 / 104.9, 32x11008x4096 37.5 / 41.5; GPT-2 sizes (W <= 5 MB) at M <= 64 13-19 / 6-16.
 THIN_W_BYTES = 32 << 20
-# At M <= 16, the thin kernel from this share of the SMs in tiles on (see thread_kernel).
-THIN_M16_SM_SHARE = 0.6
+# At M <= 16, the thin kernel from this share of the SMs in tiles on (see thread_kernel: measured
+# ahead at 64 tiles of 132 SMs, behind at 32).
+THIN_M16_SM_SHARE = 0.45
 
 
 # The thin kernel's time model, which picks its K split (run 45b, H200, 24 shapes x splits 1-4:
