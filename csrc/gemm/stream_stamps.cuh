@@ -1,20 +1,21 @@
 // Phase timestamps of the streaming and thin kernels: a diagnostic build only (-DFTG_STREAM_STAMPS,
-// made by benchmarks/stream_phases.py and thin_phases.py). Thread 0 of every CTA takes a ticket at entry and records, per
-// phase, the SM clock and the global timer into the ticket's slot; the host reads the slots back
-// with ft_gemm_stream_stamps. Tickets are handed out in start order, and the launches of one
-// stream do not overlap (stream_phases.py launches without PDL), so ticket / ctas_per_launch is
-// the launch. Without the macro every hook
-// is empty and the production kernel is unchanged.
+// made by benchmarks/stream_phases.py and thin_phases.py). Thread 0 of every CTA takes a ticket at
+// entry and records, per phase, the SM clock and the global timer into the ticket's slot; the host
+// reads the slots back with ft_gemm_stream_stamps (ft_gemm_thin_stamps). Tickets are handed out in
+// start order, and a launch's CTAs all start before the next launch's (even with programmatic
+// dependent launch, which waits for every CTA to have started), so ticket / ctas_per_launch is the
+// launch. Without the macro every hook is empty and the production kernel is unchanged.
 #pragma once
 #include <stdint.h>
 
 namespace ftg {
 namespace stamps {
 
-// The streaming kernel's phases (the thin kernel's: thin_gemm.cu, ThinPhase): 0 entry, 1 set-up done, 2 first chunk computed (depth 1 only: a stamp inside the
-// rolling loop makes it spill), 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait,
-// 6 warp partials combined (a non-leader has pushed them and exits), 7 leader: the pushed partials
-// landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and reported.
+// The streaming kernel's phases (the thin kernel's: thin_gemm.cu, above Ctrl): 0 entry, 1 set-up
+// done, 2 first chunk computed (depth 1 only: a stamp inside the rolling loop makes it spill),
+// 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait, 6 warp partials combined (a
+// non-leader has pushed them and exits), 7 leader: the pushed partials landed, 8 cluster partials
+// combined, 9 checked, 10 corrected, 11 stored and reported.
 constexpr int NPH = 12;
 constexpr int CAP = 1 << 16;
 struct Rec {

@@ -405,54 +405,54 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto row_loop = [&](auto one) {
     constexpr bool ONE = decltype(one)::value;
     const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, YP = ONE ? ystg_pitch(1) : YP_, S = ONE ? 1 : S_;
-  for (int rr = warp; rr < R; rr += THREADS / 32) {
-    const int nl = R0 + rr;
-    [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
-    float v[NQ];
-    if constexpr (ONE) {
+    for (int rr = warp; rr < R; rr += THREADS / 32) {
+      const int nl = R0 + rr;
+      [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
+      float v[NQ];
+      if constexpr (ONE) {
 #pragma unroll
-      for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
-    } else {
-      float l[NQ][4];  // every source's loads in flight before any is used
-#pragma unroll
-      for (int q = 0; q < NQ; ++q)
-#pragma unroll
-        for (int src = 0; src < 4; ++src) {
-          const int col = 32 * q + lane;
-          l[q][src] = 0.f;
-          if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
-        }
-#pragma unroll
-      for (int q = 0; q < NQ; ++q) {
-        v[q] = l[q][0];
-#pragma unroll
-        for (int src = 1; src < 4; ++src)
-          if (src < S) v[q] += l[q][src];
-      }
-    }
-    const float bn = sm.rbias[rr];
-#pragma unroll
-    for (int q = 0; q < NQ; ++q)
-      if (32 * q + lane < NX) v[q] += bn;
-    if constexpr (INJ) {  // output-stage faults (final fp32 values)
-      for (int qi = 0; qi < args.n_inj; ++qi) {
-        const Injection& inj = args.inj[qi];
-        if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
-        const int m = (int)(inj.row % M);
+        for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+      } else {
+        float l[NQ][4];  // every source's loads in flight before any is used
 #pragma unroll
         for (int q = 0; q < NQ; ++q)
-          if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
+#pragma unroll
+          for (int src = 0; src < 4; ++src) {
+            const int col = 32 * q + lane;
+            l[q][src] = 0.f;
+            if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
+          }
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) {
+          v[q] = l[q][0];
+#pragma unroll
+          for (int src = 1; src < 4; ++src)
+            if (src < S) v[q] += l[q][src];
+        }
+      }
+      const float bn = sm.rbias[rr];
+#pragma unroll
+      for (int q = 0; q < NQ; ++q)
+        if (32 * q + lane < NX) v[q] += bn;
+      if constexpr (INJ) {  // output-stage faults (final fp32 values)
+        for (int qi = 0; qi < args.n_inj; ++qi) {
+          const Injection& inj = args.inj[qi];
+          if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
+          const int m = (int)(inj.row % M);
+#pragma unroll
+          for (int q = 0; q < NQ; ++q)
+            if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < NQ; ++q) {
+        const int m = 32 * q + lane;
+        if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+        // Protected: the row's final values back into its own partial row, which only this warp
+        // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
+        if (PROT && m < NC) part[nl * C::PP + m] = v[q];
       }
     }
-#pragma unroll
-    for (int q = 0; q < NQ; ++q) {
-      const int m = 32 * q + lane;
-      if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
-      // Protected: the row's final values back into its own partial row, which only this warp
-      // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
-      if (PROT && m < NC) part[nl * C::PP + m] = v[q];
-    }
-  }
   };
   if (S_ == 1) row_loop(std::true_type{});
   else row_loop(std::false_type{});
