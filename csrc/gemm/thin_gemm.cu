@@ -281,19 +281,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   if (warp == 0) {  // ------------------------------------------------- TMA producer
     if (lane == 0) {
-#ifdef FTG_THIN_LATE_LAUNCH
-      // Protected: the launch follows the x-side pass, which waited for everything before it:
-      // W may be read before this kernel waits for the pass.
+      // W's first stages before the dependency wait only where W is a parameter: otherwise it may be
+      // the output of a kernel still in flight (the x-side pass lets this kernel launch before it
+      // waits). For the A/Bs: -DFTG_THIN_W_AFTER_WAIT never; -DFTG_THIN_LATE_LAUNCH the order before
+      // (the pass waited first), protected only.
+#if defined(FTG_THIN_LATE_LAUNCH)
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
-#else
-      // W read before the dependency wait only where it is a parameter: otherwise it may be the
-      // output of a kernel still in flight (the x-side pass lets this kernel launch before it waits).
-      // (-DFTG_THIN_W_AFTER_WAIT: never, for the A/B.)
-#ifdef FTG_THIN_W_AFTER_WAIT
+#elif defined(FTG_THIN_W_AFTER_WAIT)
       const int pre = 0;
 #else
       const int pre = args.w_static ? (nloc < NS ? nloc : NS) : 0;
-#endif
 #endif
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (PROT ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
