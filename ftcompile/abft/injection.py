@@ -107,6 +107,11 @@ _ACTIVE: List[Injection] = []
 _lock = threading.Lock()
 
 
+def armed() -> bool:
+    """Whether any fault spec is active (the ops' launch plans are not replayed then)."""
+    return bool(_ACTIVE)
+
+
 @contextlib.contextmanager
 def inject(*specs: FaultSpec) -> Iterator[Injection]:
     """Activate fault specs for the block; yields the (first) Injection with its event log."""

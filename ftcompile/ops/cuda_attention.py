@@ -43,7 +43,7 @@ import torch
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, efta, injection
-from . import cuda, layout
+from . import cuda, layout, replay
 
 HEAD_DIMS = (64, 128)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
@@ -348,10 +348,11 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             site: Optional[telemetry.Site] = None, protect: bool = True,
             inj_rows: Optional[torch.Tensor] = None, prepass_only: bool = False,
             ablate: int = 0, m_tiles: Optional[int] = None, kernel: Optional[str] = None,
-            heads_last: bool = False) -> torch.Tensor:
+            heads_last: bool = False, record: Optional[list] = None) -> torch.Tensor:
     """attention() after its support check (the op's kernel: supports() checked the call).
     ``heads_last``: the output [B, H, S, Dv] in [B, S, H, Dv] memory order (the kernel stores
-    through the output's strides)."""
+    through the output's strides). ``record``: a list that receives the call's launch plan where
+    it can be replayed (ops/replay.py)."""
     if protect and site is None:
         raise ValueError("ftcompile attention kernel: a protected call needs a site")
     d = q.shape[-1]
@@ -401,13 +402,9 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     resolved, inj_log = [], None
     before = None
     if protect:
-        kc = torch.empty(B * Hk * n_tiles * 8 * D, dtype=q.dtype, device=device)
-        kn = torch.empty(B * Hk * n_tiles * 4, dtype=torch.float32, device=device)
-        vc = torch.empty(B * Hk * n_tiles * BLOCK_N * 8, dtype=q.dtype, device=device)
-        keep += [kc, kn, vc]
+        keep.append(_checksum_buffers(a, q.dtype, device))
         bufs = _buffers(device)
         row = telemetry.counters(device)[site.id]
-        a.kc, a.kn, a.vc = kc.data_ptr(), kn.data_ptr(), vc.data_ptr()
         a.kc_unscale, a.vc1_unscale = KC_UNSCALE[q.dtype], VC1_UNSCALE[q.dtype]
         e = efta.attention_e(q, sk, d, site.e_max_safety)
         a.c_gemm = C_GEMM
@@ -439,9 +436,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     with torch.cuda.device(device):
         lib = library(ablate, _debug)
         rc = lib.efta_attention_prepass(ctypes.byref(a)) if prepass_only else lib.efta_attention_forward(ctypes.byref(a))
-    if rc != 0:
-        what = {200001: "bad arguments", 200002: "TMA cannot describe q, k, v for the wgmma kernel"}
-        raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: {what.get(rc, 'CUDA error')})")
+    _check(rc)
     global _last_kernel
     _last_kernel = {1: "mma", 2: "wgmma"}.get(a.variant)
     del keep
@@ -451,7 +446,58 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             inj.events.append(injection.Event(site.name, stage, idx, float(b4), float(a4)))
     if before is not None and bool((telemetry.counters(device)[site.id][telemetry.DETECTED] > before).item()):
         raise telemetry.FaultDetected(site.name, "a fault in attention")
+    if (record is not None and protect and site.policy != "raise" and inj_rows is None and not resolved
+            and not prepass_only and not ablate and m_tiles is None and kernel is None
+            and all(t4.data_ptr() == t.data_ptr() for t4, t in ((q4, q), (k4, k), (v4, v)))
+            and device.index == torch.cuda.current_device() and not cudagraphs.capturing()):
+        record.append(_launcher(a, lib.efta_attention_forward, shape, q.dtype, heads_last))
     return out
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        what = {200001: "bad arguments", 200002: "TMA cannot describe q, k, v for the wgmma kernel"}
+        raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: {what.get(rc, 'CUDA error')})")
+
+
+def _checksum_buffers(a: _HostArgs, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One allocation for the prepass's K^c [tiles, 8, D], key norms [tiles, 4] fp32 and V^c
+    [tiles, 64, 8] of this call, each part 256-byte aligned (as three allocations were); sets
+    a.kc, a.kn, a.vc."""
+    tiles = a.B * a.Hk * a.n_tiles
+    up = lambda nbytes: -(-nbytes // 256) * 256
+    kc_bytes, kn_bytes = up(tiles * 8 * a.D * dtype.itemsize), up(tiles * 4 * 4)
+    buf = torch.empty(kc_bytes + kn_bytes + tiles * BLOCK_N * 8 * dtype.itemsize, dtype=torch.uint8,
+                      device=device)
+    a.kc = buf.data_ptr()
+    a.kn = a.kc + kc_bytes
+    a.vc = a.kn + kn_bytes
+    return buf
+
+
+def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, heads_last: bool):
+    """Replays the call whose argument block is ``a``: new output and checksum buffers per call,
+    the mask (if any) converted and mapped per call, the rest as it was."""
+    template = _HostArgs.from_buffer_copy(a)
+    kernel_name = {1: "mma", 2: "wgmma"}.get(a.variant)
+
+    def launch(q, k, v, attn_mask):
+        global _last_kernel
+        device = q.device
+        out = (layout.empty_heads_last(shape, dtype, device) if heads_last
+               else torch.empty(shape, dtype=dtype, device=device))
+        b = _HostArgs.from_buffer_copy(template)
+        b.q, b.k, b.v, b.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
+        keep = [_checksum_buffers(b, dtype, device)]
+        if attn_mask is not None:  # as _launch: the geometry is the plan's, the data the call's
+            m = attn_mask if attn_mask.dtype == torch.bool else attn_mask.float()
+            mask4 = _as4d(m.expand(*q.shape[:-1], k.shape[-2]))
+            b.mask = mask4.data_ptr()
+            keep += [mask4, _mask_map(b, device)]
+        _check(fn(ctypes.byref(b)))
+        _last_kernel = kernel_name
+        return out
+    return launch
 
 
 def last_kernel() -> Optional[str]:
@@ -461,8 +507,32 @@ def last_kernel() -> Optional[str]:
 
 def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Site,
            heads_last: bool = False) -> torch.Tensor:
-    """The op's CUDA implementation (registered with ftcompile.ops.cuda; supports() said yes)."""
-    return _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True, heads_last=heads_last)
+    """The op's CUDA implementation (registered with ftcompile.ops.cuda; supports() said yes); it
+    leaves a launch plan under the call's key where it can (ops/replay.py)."""
+    rec = []
+    out = _launch(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, protect=True,
+                  heads_last=heads_last, record=rec)
+    if rec:
+        _plans.put(_plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site.id, heads_last), rec[0])
+    return out
 
 
-cuda.register("attention", supports, kernel)
+_plans = replay.Plans()
+
+
+def _plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id: int, heads_last: bool) -> tuple:
+    """A call's signature: with equal keys _launch fills the same argument block but for the
+    tensors' addresses (the current device too: _launch runs under q's)."""
+    return (site_id, q.device, torch.cuda.current_device(), cuda.raw_stream(q.device),
+            replay.layout_key(q), replay.layout_key(k), replay.layout_key(v), replay.layout_key(attn_mask),
+            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, M_TILES_D64, _debug)
+
+
+def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_last=False):
+    if not q.is_cuda or not replay.replayable():
+        return None
+    launch = _plans.get(_plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_last))
+    return None if launch is None else launch(q, k, v, attn_mask)
+
+
+cuda.register("attention", supports, kernel, _replay)

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, gemm, injection, thresholds
-from . import cuda, layout
+from . import cuda, layout, replay
 
 K_TILE = gemm.K_TILE
 N_TILE = gemm.N_TILE
@@ -802,7 +802,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         log: Optional[torch.Tensor] = None, dbg: Optional[torch.Tensor] = None,
         cluster: Optional[int] = None, kernel: Optional[str] = None,
         warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None,
-        check: Optional[str] = None, ldy: Optional[int] = None) -> torch.Tensor:
+        check: Optional[str] = None, ldy: Optional[int] = None,
+        record: Optional[list] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -817,6 +818,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
     GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]). ``ldy`` (global
     scheme): y's rows that far apart, N rounded up to 16 bytes (ops/layout.py; default contiguous).
+    ``record``: a list that receives the call's launch plan where it can be replayed (ops/replay.py:
+    a function of x giving y, and the weights and biases it depends on).
 
     A group (global scheme): ``weight`` a tuple of [N_j, K] members and ``bias`` None or a tuple
     of their biases; y holds their outputs side by side ([..., sum N_j]), one GEMM over x.
@@ -824,6 +827,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     whole tiles of the narrowest width (128), and the tile width is one that divides those."""
     thread = scheme == "linear_thread"
     group = isinstance(weight, tuple)
+    bias_in = bias
     if ldy is not None and (thread or ldy % 8):
         raise ValueError(f"ftcompile: padded output rows (ldy={ldy}) are the global kernel's, in 16-byte rows")
     if group:
@@ -978,7 +982,38 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         _log_events(plan, log, site.name)
     if raise_flag is not None and bool(raise_flag.item()):
         raise telemetry.FaultDetected(site.name)
+    if (record is not None and protect and site.static_weight and raise_flag is None and not plan
+            and dbg is None and x3.data_ptr() == x.data_ptr() and x3.shape[-1] == k_in
+            and not cudagraphs.capturing()):
+        persistent = (*(weight if group else (weight,)), *(bias_in if isinstance(bias_in, tuple)
+                                                          else (() if bias_in is None else (bias_in,))))
+        held = {t.untyped_storage()._cdata for t in persistent}  # never keep the weights alive
+        keep = [t for t in keep if t is not None and t.untyped_storage()._cdata not in held
+                and t is not x3 and t is not y and not (thin and t is xs)]
+        record.append((_launcher(a, fn, x.dtype, n, ldy, xs.numel() if thin else 0, keep), persistent))
     return y.reshape(*x.shape[:-1], n) if ldy == n else y
+
+
+def _launcher(a: _Args, fn, dtype: torch.dtype, n: int, ldy: int, xs_bytes: int, keep: list):
+    """Replays the call whose argument block is ``a``: a new y (and, thin kernel protected, its
+    x-side buffer) per call, the rest as it was (``keep`` holds what the block points at)."""
+    template = _Args.from_buffer_copy(a)
+    xstat_off = a.xstat - a.xsum if xs_bytes else 0
+
+    def launch(x: torch.Tensor) -> torch.Tensor:
+        shape = (*x.shape[:-1], n)  # y [wb, m, n] in x's leading shape: the same memory
+        y = torch.empty(shape, dtype=dtype, device=x.device) if ldy == n else \
+            layout.empty_rows(shape, ldy, dtype, x.device)
+        b = _Args.from_buffer_copy(template)
+        b.x, b.y = x.data_ptr(), y.data_ptr()
+        if xs_bytes:
+            xs = torch.empty(xs_bytes, dtype=torch.uint8, device=x.device)
+            b.xsum = xs.data_ptr()
+            b.xstat = b.xsum + xstat_off
+        _check(fn(ctypes.byref(b)))
+        return y
+    launch.keep = keep
+    return launch
 
 
 def _check(code: int) -> None:
@@ -986,16 +1021,56 @@ def _check(code: int) -> None:
         raise RuntimeError(f"ftcompile gemm kernel: {lib().ft_error_string(code).decode()} ({code})")
 
 
-def _linear_global(x, weight, bias, site, ldy=None):
-    return run("linear_global", x, weight, bias, site, ldy=ldy)
+# ----------------------------------------------------------------------------- the ops' kernels
+_plans = replay.Plans()
 
 
-def _linear_thread(x, weight, bias, site, ldy=None):
-    return layout.with_row_stride(run("linear_thread", x, weight, bias, site), ldy)
+def _plan_key(scheme: str, x, weight, bias, site_id: int, ldy) -> tuple:
+    """A call's signature (ops/replay.py): with equal keys (and unchanged weights) run() does the
+    same host work and fills the same argument block, but for x's and y's addresses."""
+    members = weight if isinstance(weight, (tuple, list)) else (weight,)
+    biases = bias if isinstance(bias, (tuple, list)) else (() if bias is None else (bias,))
+    return (scheme, site_id, ldy, x.device, cuda.raw_stream(x.device), replay.layout_key(x),
+            tuple((w.data_ptr(), w.shape, w.stride(), w.dtype) for w in members),
+            tuple((b.data_ptr(), b.shape, b.stride(), b.dtype) for b in biases),
+            THREAD_KERNEL, GLOBAL_CHECK, PDL, GLOBAL_CLUSTER)
 
 
-def _linear_group(x, weights, biases, site):
-    return run("linear_global", x, tuple(weights), tuple(biases) if biases else None, site)
+def _kernel_with_plan(scheme: str, post=None):
+    """The op's kernel: run(), leaving a launch plan under the call's key where it can."""
+    def kernel(x, weight, bias, site, ldy=None):
+        group = isinstance(weight, (tuple, list))
+        w = tuple(weight) if group else weight
+        b = (tuple(bias) if bias else None) if group else bias
+        rec = []
+        y = run(scheme, x, w, b, site, ldy=None if post else ldy, record=rec)
+        if rec:
+            launch, persistent = rec[0]
+            if post is not None:
+                launch = functools.partial(_post_launch, launch, post, ldy)
+            _plans.put(_plan_key(scheme, x, weight, bias, site.id, ldy), launch, persistent)
+        return post(y, ldy) if post is not None else y
+    return kernel
+
+
+def _post_launch(launch, post, ldy, x):
+    return post(launch(x), ldy)
+
+
+def _replay(scheme: str):
+    def replay_call(x, weight, bias, site_id, ldy=None):
+        if not x.is_cuda or not replay.replayable():
+            return None
+        members = tuple(weight) if isinstance(weight, (tuple, list)) else (weight,)
+        biases = tuple(bias) if isinstance(bias, (tuple, list)) else (() if bias is None else (bias,))
+        launch = _plans.get(_plan_key(scheme, x, weight, bias, site_id, ldy), members + biases)
+        return None if launch is None else launch(x)
+    return replay_call
+
+
+_linear_global = _kernel_with_plan("linear_global")
+_linear_thread = _kernel_with_plan("linear_thread", post=layout.with_row_stride)  # contiguous y
+_linear_group = _kernel_with_plan("linear_global")  # weights and biases as lists
 
 
 def _group_supports(x, weights, biases=(), static_weight=True):
@@ -1006,6 +1081,6 @@ def _group_supports(x, weights, biases=(), static_weight=True):
 if torch.cuda.is_available():
     if cuda.is_sm90(torch.device("cuda", torch.cuda.current_device())):
         lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
-    cuda.register("linear_global", _supports("linear_global"), _linear_global)
-    cuda.register("linear_thread", _supports("linear_thread"), _linear_thread)
-    cuda.register("linear_group", _group_supports, _linear_group)
+    cuda.register("linear_global", _supports("linear_global"), _linear_global, _replay("linear_global"))
+    cuda.register("linear_thread", _supports("linear_thread"), _linear_thread, _replay("linear_thread"))
+    cuda.register("linear_group", _group_supports, _linear_group, _replay("linear_global"))

@@ -1,0 +1,141 @@
+"""Host time per protected op call, part by part (the graph-free models are host-bound: NOTES.md,
+"Host time of a forward through ft"). For each op: the eager op it replaces (F.linear, SDPA), the
+protected op through torch.ops (what inductor's wrapper calls), its CUDA implementation called
+directly (no custom-op machinery), and a do-nothing custom op registered the way ours are (the
+machinery alone). Host us per call, enqueued without synchronising; shapes small enough that the
+GPU never holds the host back. Then a cProfile of the direct calls, and optionally GPT-2 small
+(8x512) graph-free through inductor and backend="ft" (wall and host time per forward).
+
+    python benchmarks/host_overhead.py [--model] [--reps 300]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import time
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+import ftcompile  # noqa: F401  (registers the ops and the backend)
+from ftcompile import telemetry
+from ftcompile.ops import cuda_attention, cuda_gemm
+
+
+@torch.library.custom_op("ftbench::noop", mutates_args=())
+def noop(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor], site: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@noop.register_fake
+def _noop_fake(x, w, b, site):
+    return torch.empty_like(x)
+
+
+noop.register_autograd(lambda ctx, g: (g, None, None, None), setup_context=lambda ctx, i, o: None)
+
+
+def host_us(fn, reps: int, rounds: int = 7) -> float:
+    """Median over rounds of the host time per call of `reps` calls enqueued back to back."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        out.append((time.perf_counter() - t0) / reps * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(out)
+
+
+def profile(fn, reps: int, top: int = 18) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(reps):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(top)
+    return s.getvalue()
+
+
+def model_rows() -> list:
+    from bench_models import build
+    rows = []
+    model = build("gpt2").eval().cuda().half()
+    ids = torch.randint(0, 1000, (8, 512), device="cuda")
+    with torch.no_grad():
+        for name, backend in (("inductor", "inductor"), ("ft", "ft")):
+            torch._dynamo.reset()
+            m = torch.compile(model, backend=backend)
+            for _ in range(3):
+                m(ids)
+            torch.cuda.synchronize()
+            walls = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                m(ids)
+                torch.cuda.synchronize()
+                walls.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            for _ in range(20):
+                m(ids)
+            host = (time.perf_counter() - t0) / 20 * 1e3
+            torch.cuda.synchronize()
+            rows.append((f"gpt2-small 8x512 {name}", statistics.median(walls), host))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reps", type=int, default=300)
+    parser.add_argument("--model", action="store_true", help="also GPT-2 small through inductor and ft")
+    args = parser.parse_args()
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    reg = lambda name, kind, scheme: telemetry.site(telemetry.register(name, kind, scheme, "correct", 2.5, 1.0))
+    g, t, a = (reg("bench.global", "linear", "linear_global"), reg("bench.thread", "linear", "linear_thread"),
+               reg("bench.attention", "attention", "efta"))
+    x = torch.randn(64, 768, device=dev, dtype=torch.float16)
+    xt = torch.randn(8, 768, device=dev, dtype=torch.float16)
+    w = torch.randn(768, 768, device=dev, dtype=torch.float16) / 30
+    b = torch.randn(768, device=dev, dtype=torch.float16)
+    q, k, v = (torch.randn(1, 12, 128, 64, device=dev, dtype=torch.float16) for _ in range(3))
+    ops = torch.ops.ftcompile
+    cases = {
+        "torch.empty (floor)": lambda: torch.empty(64, 768, device=dev, dtype=torch.float16),
+        "noop custom op": lambda: torch.ops.ftbench.noop(x, w, b, 0),
+        "F.linear 64x768x768": lambda: F.linear(x, w, b),
+        "op linear_global": lambda: ops.linear_global(x, w, b, g.id),
+        "direct linear_global": lambda: cuda_gemm._linear_global(x, w, b, g),
+        "F.linear 8x768x768": lambda: F.linear(xt, w, b),
+        "op linear_thread": lambda: ops.linear_thread(xt, w, b, t.id),
+        "direct linear_thread": lambda: cuda_gemm._linear_thread(xt, w, b, t),
+        "SDPA 1x12x128x64": lambda: F.scaled_dot_product_attention(q, k, v),
+        "op attention": lambda: ops.attention(q, k, v, None, False, None, False, a.id),
+        "direct attention": lambda: cuda_attention.kernel(q, k, v, None, False, None, False, a),
+    }
+    with torch.no_grad():
+        rows = [(name, host_us(fn, args.reps)) for name, fn in cases.items()]
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}: host us per call "
+              f"({args.reps} calls enqueued, median of 7 rounds)")
+        print("| call | host us |\n|---|---|")
+        for name, us in rows:
+            print(f"| {name} | {us:.1f} |")
+        for name in ("op linear_global", "direct linear_thread", "op attention"):
+            print(f"--- cProfile, {name} x {args.reps}\n{profile(cases[name], args.reps)[-5000:]}")
+    if args.model:
+        print("| model | wall ms (synchronised) | host ms per forward (enqueued) |\n|---|---|---|")
+        for name, wall, host in model_rows():
+            print(f"| {name} | {wall:.2f} | {host:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
