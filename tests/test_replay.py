@@ -27,13 +27,16 @@ def test_plan_is_handed_out_while_its_weight_is_unchanged():
     assert len(plans) == 0  # a stale plan is dropped, the full path makes a new one
 
 
-def test_plan_of_a_dead_weight_is_not_handed_out():
+def test_plan_of_a_dead_weight_is_not_handed_out_and_goes():
     plans = replay.Plans()
     w = torch.randn(64, 64)
     plans.put("k", "launch", (w,))
+    plans.put("j", "launch", (w,))
     del w
     w2 = torch.randn(64, 64)  # whatever storage it lands in, it is not the plan's
     assert plans.get("k", (w2,)) is None
+    plans.put("other", "launch", (w2,))  # the next plan made drops the dead weight's others
+    assert len(plans) == 1
 
 
 def test_plan_sees_its_parameter_change_through_an_alias():

@@ -45,6 +45,9 @@ class Plans:
     def put(self, key: tuple, launch: Callable, persistent: Sequence[torch.Tensor] = ()) -> None:
         guards = tuple(guard(t) for t in persistent)
         with self._lock:
+            # Plans of weights that died go (they hold derived tensors, e.g. a padded copy of W).
+            for k in [k for k, (_, gs) in self._plans.items() if any(g[0].expired() for g in gs)]:
+                del self._plans[k]
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[key] = (launch, guards)
