@@ -2,10 +2,11 @@
 # The whole project in one GPU call: install ftcompile (so backend="ft" resolves through its entry
 # point), build both kernel libraries, run every CUDA test tier, then the whole-model benchmark.
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
-# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [profile] [gemm|gemmquick]
+# Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [host] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #                                                   [tilesmidm] [globalref]
-#   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; profile =
+#   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
+#    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
 #    bench_gemm.py with its squares, the crossover's data (gemmquick: 6 shapes), sweep = its thread-kernel configuration sweep,
 #    global = its compute-bound table, stream = the streaming kernel's depth x warps x split at M <= 16,
@@ -44,8 +45,8 @@ stamp "built"
 
 for part in $parts; do
   case $part in
-    tests) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
-             tests/test_cuda_attention.py tests/test_cuda_e2e.py > "$OUT/pytest.log" 2>&1
+    tests) timeout 360 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
+             tests/test_cuda_attention.py tests/test_cuda_e2e.py tests/test_replay.py > "$OUT/pytest.log" 2>&1
            stamp "tests rc=$?" ;;
     gemmtests) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --timeout=60 tests/test_cuda_gemm.py \
                  > "$OUT/pytest.log" 2>&1
@@ -55,6 +56,8 @@ for part in $parts; do
          stamp "e2e rc=$?" ;;
     models) timeout 520 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
             stamp "models rc=$?" ;;
+    host) timeout 200 python3 benchmarks/host_overhead.py --model > "$OUT/host_overhead.txt" 2>&1
+          stamp "host rc=$?" ;;
     profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
              stamp "profile rc=$?" ;;
     gemm) timeout 300 python3 benchmarks/bench_gemm.py --parts thread,square --out "$OUT" > "$OUT/gemm.log" 2>&1
@@ -92,6 +95,7 @@ done
 cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
+[ -f "$OUT/host_overhead.txt" ] && grep "^|" "$OUT/host_overhead.txt"
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"
 [ -f "$OUT/gemm.log" ] && grep -E "^[0-9]+x" "$OUT/gemm.log" | cut -d'|' -f1-8,11-14
 [ -f "$OUT/sweep.log" ] && grep -E "^[0-9]+x" "$OUT/sweep.log"
