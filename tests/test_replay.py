@@ -27,7 +27,8 @@ def test_plan_is_handed_out_while_its_weight_is_unchanged():
     assert len(plans) == 0  # a stale plan is dropped, the full path makes a new one
 
 
-def test_plan_of_a_dead_weight_is_not_handed_out_and_goes():
+def test_plan_of_a_dead_weight_is_not_handed_out_and_goes(monkeypatch):
+    monkeypatch.setattr(replay, "SWEEP_EVERY", 3)
     plans = replay.Plans()
     w = torch.randn(64, 64)
     plans.put("k", "launch", (w,))
@@ -35,7 +36,7 @@ def test_plan_of_a_dead_weight_is_not_handed_out_and_goes():
     del w
     w2 = torch.randn(64, 64)  # whatever storage it lands in, it is not the plan's
     assert plans.get("k", (w2,)) is None
-    plans.put("other", "launch", (w2,))  # the next plan made drops the dead weight's others
+    plans.put("other", "launch", (w2,))  # the next sweep drops the dead weight's other plan
     assert len(plans) == 1
 
 
@@ -136,30 +137,24 @@ def test_replayed_call_is_the_full_paths_call(case):
 
 
 @needs_hopper
-def test_weight_changed_in_place_takes_the_full_path():
-    name = "replay-inplace"
+@pytest.mark.parametrize("change", ["in-place", "freed"])
+def test_changed_or_freed_weight_takes_the_full_path(change):
+    """A weight changed in place, or freed and a new one made (likely in its memory): the old
+    weight's plan is not replayed, so the output is the new weight's, with no alarm (its own
+    checksums, not the old ones)."""
+    name = f"replay-{change}"
     sid = site(name)
     x = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16) / 32
-    torch.ops.ftcompile.linear_global(x, w, None, sid)
-    torch.ops.ftcompile.linear_global(x, w, None, sid)  # replayed
-    w.mul_(-3)
+    for _ in range(2):  # the second call replays
+        torch.ops.ftcompile.linear_global(x, w, None, sid)
+    if change == "in-place":
+        w.mul_(-3)
+    else:
+        del w
+        w = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16) / 16
     y = torch.ops.ftcompile.linear_global(x, w, None, sid)
     torch.testing.assert_close(y, F.linear(x, w), rtol=2e-2, atol=2e-2)
-    assert _stats(name)["detected"] == 0  # the new weight's checksums, not the old ones
-
-
-@needs_hopper
-def test_new_weight_in_a_dead_weights_memory_takes_the_full_path():
-    name = "replay-dead"
-    sid = site(name)
-    x = torch.randn(512, 1024, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16) / 32
-    torch.ops.ftcompile.linear_global(x, w, None, sid)
-    del w
-    w2 = torch.randn(2048, 1024, device="cuda", dtype=torch.bfloat16) / 16  # likely the same block
-    y = torch.ops.ftcompile.linear_global(x, w2, None, sid)
-    torch.testing.assert_close(y, F.linear(x, w2), rtol=2e-2, atol=2e-2)
     assert _stats(name)["detected"] == 0
 
 

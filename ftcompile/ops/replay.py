@@ -29,6 +29,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..abft import gemm, injection
 
 MAX_PLANS = 4096  # signatures kept; past it the store starts over (a model has a few hundred)
+SWEEP_EVERY = 256  # plans made between two sweeps for dead weights' plans (shapes that change every
+# call, e.g. a growing KV cache, make a plan per call: a sweep each time would cost O(plans))
 
 Guard = Tuple[StorageWeakRef, int, int]  # (the storage, its id, its owner's version)
 
@@ -41,13 +43,16 @@ class Plans:
         self._plans: Dict[tuple, Tuple[Callable, Tuple[Guard, ...]]] = {}
         self._lock = threading.Lock()
         self.hits = 0  # plans handed out (tests, benchmarks)
+        self._made = 0
 
     def put(self, key: tuple, launch: Callable, persistent: Sequence[torch.Tensor] = ()) -> None:
         guards = tuple(guard(t) for t in persistent)
         with self._lock:
-            # Plans of weights that died go (they hold derived tensors, e.g. a padded copy of W).
-            for k in [k for k, (_, gs) in self._plans.items() if any(g[0].expired() for g in gs)]:
-                del self._plans[k]
+            self._made += 1
+            if self._made % SWEEP_EVERY == 0:  # plans of weights that died go (they hold derived
+                # tensors, e.g. a padded copy of W)
+                for k in [k for k, (_, gs) in self._plans.items() if any(g[0].expired() for g in gs)]:
+                    del self._plans[k]
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             self._plans[key] = (launch, guards)
