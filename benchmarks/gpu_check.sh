@@ -56,7 +56,7 @@ for part in $parts; do
          stamp "e2e rc=$?" ;;
     models) timeout 520 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
             stamp "models rc=$?" ;;
-    host) timeout 200 python3 benchmarks/host_overhead.py --model > "$OUT/host_overhead.txt" 2>&1
+    host) timeout 200 python3 benchmarks/host_overhead.py --model --out "$OUT" > "$OUT/host_overhead.txt" 2>&1
           stamp "host rc=$?" ;;
     profile) timeout 200 python3 benchmarks/profile_selection.py > "$OUT/profile_selection.log" 2>&1
              stamp "profile rc=$?" ;;

@@ -1,18 +1,22 @@
 """Host time per protected op call, part by part (the graph-free models are host-bound: NOTES.md,
 "Host time of a forward through ft"). For each op: the eager op it replaces (F.linear, SDPA), the
-protected op through torch.ops (what inductor's wrapper calls), its CUDA implementation called
-directly (no custom-op machinery), and a do-nothing custom op registered the way ours are (the
-machinery alone). Host us per call, enqueued without synchronising; shapes small enough that the
-GPU never holds the host back. Then a cProfile of the direct calls, and optionally GPT-2 small
-(8x512) graph-free through inductor and backend="ft" (wall and host time per forward).
+protected op through torch.ops (what inductor's wrapper calls; from its second call a launch plan's
+replay, ops/replay.py), its CUDA implementation called directly (the full path without the custom-op
+machinery; it makes the plan anew each call), and a do-nothing custom op registered the way ours
+are (the machinery alone). Host us per call, enqueued without synchronising; shapes small enough
+that the GPU never holds the host back. Then a cProfile of three of them, and optionally GPT-2
+small (8x512) graph-free through inductor and backend="ft" (wall and host time per forward).
 
-    python benchmarks/host_overhead.py [--model] [--reps 300]
+    python benchmarks/host_overhead.py [--model] [--reps 300] [--out DIR]
+(--out: also host_overhead.json there.)
 """
 from __future__ import annotations
 
 import argparse
 import cProfile
 import io
+import json
+import os
 import pstats
 import statistics
 import time
@@ -97,6 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--model", action="store_true", help="also GPT-2 small through inductor and ft")
+    parser.add_argument("--out", default=None, help="a folder for host_overhead.json")
     args = parser.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -131,10 +136,17 @@ def main() -> None:
             print(f"| {name} | {us:.1f} |")
         for name in ("op linear_global", "direct linear_thread", "op attention"):
             print(f"--- cProfile, {name} x {args.reps}\n{profile(cases[name], args.reps)[-5000:]}")
-    if args.model:
+    models = model_rows() if args.model else []
+    if models:
         print("| model | wall ms (synchronised) | host ms per forward (enqueued) |\n|---|---|---|")
-        for name, wall, host in model_rows():
+        for name, wall, host in models:
             print(f"| {name} | {wall:.2f} | {host:.2f} |")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "host_overhead.json"), "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": args.reps,
+                       "calls_host_us": dict(rows),
+                       "models": [{"model": n, "wall_ms": w, "host_ms": h} for n, w, h in models]}, f, indent=1)
 
 
 if __name__ == "__main__":
