@@ -63,6 +63,23 @@ def test_store_starts_over_past_its_bound(monkeypatch):
     assert len(plans) == 1 and plans.get(3) == 3
 
 
+def test_gemm_signature_from_the_op_and_from_its_kernel(monkeypatch):
+    """The op's replay and its kernel key a call alike (a group's weights as the op's list or run's
+    tuple, no bias as an empty list or None), and the key moves with x's alignment and the knobs."""
+    from ftcompile.ops import cuda_gemm
+    monkeypatch.setattr(cuda, "raw_stream", lambda device: 7)
+    x = torch.randn(4, 64)
+    ws = [torch.randn(128, 64), torch.randn(64, 64)]
+    key = lambda x, w, b: cuda_gemm._plan_key("linear_global", x, *cuda_gemm._members(w, b), 3, None)
+    assert key(x, ws, []) == key(x, tuple(ws), None)
+    assert key(x, ws, []) != key(x, ws[:1], [])
+    shifted = torch.randn(4 * 64 + 2)[2:].view(4, 64)  # 8 bytes off 16-byte alignment
+    assert key(shifted, ws, []) != key(x, ws, [])
+    before = key(x, ws, [])
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", "tiles")
+    assert key(x, ws, []) != before
+
+
 def test_no_replay_on_cpu_tensors():
     x, w = torch.randn(2, 8), torch.randn(4, 8)
     assert cuda.replay("linear_global", x, w, None, 0, None) is None

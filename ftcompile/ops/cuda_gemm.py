@@ -985,8 +985,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if (record is not None and protect and site.static_weight and raise_flag is None and not plan
             and dbg is None and x3.data_ptr() == x.data_ptr() and x3.shape[-1] == k_in
             and not cudagraphs.capturing()):
-        persistent = (*(weight if group else (weight,)), *(bias_in if isinstance(bias_in, tuple)
-                                                          else (() if bias_in is None else (bias_in,))))
+        persistent = sum(_members(weight, bias_in), ())
         held = {t.untyped_storage()._cdata for t in persistent}  # never keep the weights alive
         keep = [t for t in keep if t is not None and t.untyped_storage()._cdata not in held
                 and t is not x3 and t is not y and not (thin and t is xs)]
@@ -1025,11 +1024,16 @@ def _check(code: int) -> None:
 _plans = replay.Plans()
 
 
-def _plan_key(scheme: str, x, weight, bias, site_id: int, ldy) -> tuple:
+def _members(weight, bias) -> Tuple[tuple, tuple]:
+    """(weights, biases) of a call as tuples: one weight or a group's, its bias, theirs or none."""
+    members = tuple(weight) if isinstance(weight, (tuple, list)) else (weight,)
+    biases = tuple(bias) if isinstance(bias, (tuple, list)) else (() if bias is None else (bias,))
+    return members, biases
+
+
+def _plan_key(scheme: str, x, members: tuple, biases: tuple, site_id: int, ldy) -> tuple:
     """A call's signature (ops/replay.py): with equal keys (and unchanged weights) run() does the
     same host work and fills the same argument block, but for x's and y's addresses."""
-    members = weight if isinstance(weight, (tuple, list)) else (weight,)
-    biases = bias if isinstance(bias, (tuple, list)) else (() if bias is None else (bias,))
     return (scheme, site_id, ldy, x.device, cuda.raw_stream(x.device), replay.layout_key(x),
             tuple((w.data_ptr(), w.shape, w.stride(), w.dtype) for w in members),
             tuple((b.data_ptr(), b.shape, b.stride(), b.dtype) for b in biases),
@@ -1048,7 +1052,7 @@ def _kernel_with_plan(scheme: str, post=None):
             launch, persistent = rec[0]
             if post is not None:
                 launch = functools.partial(_post_launch, launch, post, ldy)
-            _plans.put(_plan_key(scheme, x, weight, bias, site.id, ldy), launch, persistent)
+            _plans.put(_plan_key(scheme, x, *_members(weight, bias), site.id, ldy), launch, persistent)
         return post(y, ldy) if post is not None else y
     return kernel
 
@@ -1061,9 +1065,8 @@ def _replay(scheme: str):
     def replay_call(x, weight, bias, site_id, ldy=None):
         if not x.is_cuda or not replay.replayable():
             return None
-        members = tuple(weight) if isinstance(weight, (tuple, list)) else (weight,)
-        biases = tuple(bias) if isinstance(bias, (tuple, list)) else (() if bias is None else (bias,))
-        launch = _plans.get(_plan_key(scheme, x, weight, bias, site_id, ldy), members + biases)
+        members, biases = _members(weight, bias)
+        launch = _plans.get(_plan_key(scheme, x, members, biases, site_id, ldy), members + biases)
         return None if launch is None else launch(x)
     return replay_call
 
