@@ -67,6 +67,7 @@ REPR_OUT = {torch.bfloat16: 2.0 ** -22, torch.float16: 2.0 ** -19}  # V checksum
 # else mma. Both carry the same protection; NOTES_attention.md compares them.
 KERNEL = os.environ.get("FTCOMPILE_ATTN_KERNEL", "auto")
 _VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2}
+_KERNEL_NAMES = {1: "mma", 2: "wgmma"}  # the variant the launcher ran (Args.variant on return)
 # m16 tiles per warp of the mma kernel at head dim 64 (measured: NOTES_attention.md); d=128 uses 1.
 M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
 # fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
@@ -240,6 +241,13 @@ def _as4d(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, *t.shape[-3:])
 
 
+def _mask4(attn_mask: torch.Tensor, q: torch.Tensor, sk: int) -> torch.Tensor:
+    """The mask as the kernel reads it: [B, H, Sq, Sk] strides over its data, bool as it is, any
+    other dtype as fp32."""
+    m = attn_mask if attn_mask.dtype == torch.bool else attn_mask.float()
+    return _as4d(m.expand(*q.shape[:-1], sk))
+
+
 def _aligned(t: torch.Tensor) -> torch.Tensor:
     """Rows must start on 16 bytes (cp.async) with a contiguous head dim."""
     ok = t.stride(-1) == 1 and all(s % 8 == 0 for s in t.stride()[:-1]) and t.data_ptr() % 16 == 0
@@ -359,10 +367,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     sq, sk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
 
-    mask4 = None
-    if attn_mask is not None:
-        m = attn_mask if attn_mask.dtype == torch.bool else attn_mask.float()  # bool: read as it is
-        mask4 = _as4d(m.expand(*q.shape[:-1], sk))
+    mask4 = None if attn_mask is None else _mask4(attn_mask, q, sk)
 
     q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
     shape = (*q.shape[:-1], dv)
@@ -438,7 +443,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
         rc = lib.efta_attention_prepass(ctypes.byref(a)) if prepass_only else lib.efta_attention_forward(ctypes.byref(a))
     _check(rc)
     global _last_kernel
-    _last_kernel = {1: "mma", 2: "wgmma"}.get(a.variant)
+    _last_kernel = _KERNEL_NAMES.get(a.variant)
     del keep
     if inj_log is not None:  # events need the values: the one place this op synchronises
         log = inj_log.cpu().tolist()
@@ -479,7 +484,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
     """Replays the call whose argument block is ``a``: new output and checksum buffers per call,
     the mask (if any) converted and mapped per call, the rest as it was."""
     template = _HostArgs.from_buffer_copy(a)
-    kernel_name = {1: "mma", 2: "wgmma"}.get(a.variant)
+    kernel_name = _KERNEL_NAMES.get(a.variant)
 
     def launch(q, k, v, attn_mask):
         global _last_kernel
@@ -490,8 +495,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         b.q, b.k, b.v, b.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
         keep = [_checksum_buffers(b, dtype, device)]
         if attn_mask is not None:  # as _launch: the geometry is the plan's, the data the call's
-            m = attn_mask if attn_mask.dtype == torch.bool else attn_mask.float()
-            mask4 = _as4d(m.expand(*q.shape[:-1], k.shape[-2]))
+            mask4 = _mask4(attn_mask, q, k.shape[-2])
             b.mask = mask4.data_ptr()
             keep += [mask4, _mask_map(b, device)]
         _check(fn(ctypes.byref(b)))
