@@ -46,7 +46,7 @@ stamp "built"
 for part in $parts; do
   case $part in
     tests) timeout 360 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
-             tests/test_cuda_attention.py tests/test_cuda_e2e.py tests/test_replay.py > "$OUT/pytest.log" 2>&1
+             tests/test_cuda_attention.py tests/test_cuda_e2e.py tests/test_replay.py tests/test_inference_ops.py > "$OUT/pytest.log" 2>&1
            stamp "tests rc=$?" ;;
     gemmtests) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --timeout=60 tests/test_cuda_gemm.py \
                  > "$OUT/pytest.log" 2>&1

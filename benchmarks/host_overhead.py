@@ -2,10 +2,12 @@
 "Host time of a forward through ft"). For each op: the eager op it replaces (F.linear, SDPA), the
 protected op through torch.ops (what inductor's wrapper calls; from its second call a launch plan's
 replay, ops/replay.py), its CUDA implementation called directly (the full path without the custom-op
-machinery; it makes the plan anew each call), and a do-nothing custom op registered the way ours
-are (the machinery alone). Host us per call, enqueued without synchronising; shapes small enough
+machinery; it makes the plan anew each call), its inference-only twin (ops/inference.py: what a
+graph compiled with grad disabled calls), and a do-nothing custom op registered the way ours are
+(the machinery alone). Host us per call, enqueued without synchronising; shapes small enough
 that the GPU never holds the host back. Then a cProfile of three of them, and optionally GPT-2
-small (8x512) graph-free through inductor and backend="ft" (wall and host time per forward).
+small (8x512) graph-free through inductor and backend="ft", with and without the twins (wall and
+host time per forward).
 
     python benchmarks/host_overhead.py [--model] [--reps 300] [--out DIR]
 (--out: also host_overhead.json there.)
@@ -27,7 +29,9 @@ import torch.nn.functional as F
 
 import ftcompile  # noqa: F401  (registers the ops and the backend)
 from ftcompile import telemetry
-from ftcompile.ops import cuda_attention, cuda_gemm
+from ftcompile.ops import cuda_attention, cuda_gemm, inference
+
+swap_in = inference.swap_in
 
 
 @torch.library.custom_op("ftbench::noop", mutates_args=())
@@ -76,8 +80,13 @@ def model_rows() -> list:
     model = build("gpt2").eval().cuda().half()
     ids = torch.randint(0, 1000, (8, 512), device="cuda")
     with torch.no_grad():
-        for name, backend in (("inductor", "inductor"), ("ft", "ft")):
+        # twins and public ops alternating, twice: the first ft row after inductor's ran slow in
+        # runs 49a and 49c (the twins' both times), so each variant is timed early and late
+        for name, backend in (("inductor", "inductor"), ("ft, public ops", "ft"), ("ft", "ft"),
+                              ("ft, public ops (2)", "ft"), ("ft (2)", "ft")):
             torch._dynamo.reset()
+            # "ft, public ops": the graph keeps the ops with autograd kernels (no inference twins)
+            inference.swap_in = (lambda gm: 0) if "public ops" in name else swap_in
             m = torch.compile(model, backend=backend)
             for _ in range(3):
                 m(ids)
@@ -93,8 +102,27 @@ def model_rows() -> list:
                 m(ids)
             host = (time.perf_counter() - t0) / 20 * 1e3
             torch.cuda.synchronize()
-            rows.append((f"gpt2-small 8x512 {name}", statistics.median(walls), host))
+            rows.append((f"gpt2-small 8x512 {name}", statistics.median(walls), host, gpu_busy_ms(m, ids)))
+    inference.swap_in = swap_in
     return rows
+
+
+def gpu_busy_ms(m, ids, reps: int = 5) -> float:
+    """The GPU's kernel time per forward (torch.profiler, summed over kernels): with the wall and
+    host times it says whether a forward waits for the host or for the GPU. Prints the top kernels."""
+    from torch.profiler import ProfilerActivity
+    try:
+        with torch.profiler.profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                m(ids)
+            torch.cuda.synchronize()
+    except Exception as exc:  # a profiler that cannot run here must not cost the other rows
+        print(f"    profiler unavailable: {exc}")
+        return float("nan")
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_device_time_total)
+    for e in events[:8]:
+        print(f"    {e.self_device_time_total / reps / 1e3:7.3f} ms  x{e.count // reps:<4d} {e.key[:110]}")
+    return sum(e.self_device_time_total for e in events) / reps / 1e3
 
 
 def main() -> None:
@@ -113,18 +141,21 @@ def main() -> None:
     w = torch.randn(768, 768, device=dev, dtype=torch.float16) / 30
     b = torch.randn(768, device=dev, dtype=torch.float16)
     q, k, v = (torch.randn(1, 12, 128, 64, device=dev, dtype=torch.float16) for _ in range(3))
-    ops = torch.ops.ftcompile
+    ops, twins = torch.ops.ftcompile, torch.ops.ftcompile_infer
     cases = {
         "torch.empty (floor)": lambda: torch.empty(64, 768, device=dev, dtype=torch.float16),
         "noop custom op": lambda: torch.ops.ftbench.noop(x, w, b, 0),
         "F.linear 64x768x768": lambda: F.linear(x, w, b),
         "op linear_global": lambda: ops.linear_global(x, w, b, g.id),
+        "twin linear_global": lambda: twins.linear_global.default(x, w, b, g.id),
         "direct linear_global": lambda: cuda_gemm._linear_global(x, w, b, g),
         "F.linear 8x768x768": lambda: F.linear(xt, w, b),
         "op linear_thread": lambda: ops.linear_thread(xt, w, b, t.id),
+        "twin linear_thread": lambda: twins.linear_thread.default(xt, w, b, t.id),
         "direct linear_thread": lambda: cuda_gemm._linear_thread(xt, w, b, t),
         "SDPA 1x12x128x64": lambda: F.scaled_dot_product_attention(q, k, v),
         "op attention": lambda: ops.attention(q, k, v, None, False, None, False, a.id),
+        "twin attention": lambda: twins.attention.default(q, k, v, None, False, None, False, a.id),
         "direct attention": lambda: cuda_attention.kernel(q, k, v, None, False, None, False, a),
     }
     with torch.no_grad():
@@ -134,19 +165,20 @@ def main() -> None:
         print("| call | host us |\n|---|---|")
         for name, us in rows:
             print(f"| {name} | {us:.1f} |")
-        for name in ("op linear_global", "direct linear_thread", "op attention"):
+        for name in ("op linear_global", "twin linear_global", "direct linear_thread", "twin attention"):
             print(f"--- cProfile, {name} x {args.reps}\n{profile(cases[name], args.reps)[-5000:]}")
     models = model_rows() if args.model else []
     if models:
-        print("| model | wall ms (synchronised) | host ms per forward (enqueued) |\n|---|---|---|")
-        for name, wall, host in models:
-            print(f"| {name} | {wall:.2f} | {host:.2f} |")
+        print("| model | wall ms (synchronised) | host ms per forward (enqueued) | GPU kernel ms |\n|---|---|---|---|")
+        for name, wall, host, busy in models:
+            print(f"| {name} | {wall:.2f} | {host:.2f} | {busy:.2f} |")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "host_overhead.json"), "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": args.reps,
                        "calls_host_us": dict(rows),
-                       "models": [{"model": n, "wall_ms": w, "host_ms": h} for n, w, h in models]}, f, indent=1)
+                       "models": [{"model": n, "wall_ms": w, "host_ms": h, "gpu_kernel_ms": g}
+                                  for n, w, h, g in models]}, f, indent=1)
 
 
 if __name__ == "__main__":

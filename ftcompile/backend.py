@@ -13,6 +13,7 @@ from torch.fx import GraphModule
 
 from . import hardware, ops, telemetry  # noqa: F401  (ops registers torch.ops.ftcompile.*)
 from .abft import gemm
+from .ops import inference
 from .config import FTConfig
 from .report import SiteRecord
 
@@ -95,6 +96,8 @@ def ft_backend(gm: GraphModule, example_inputs, options: Any = None, mode: Optio
                ) -> Callable:
     config = FTConfig.from_options(options)
     gm = rewrite(gm, example_inputs, config)
+    if not torch.is_grad_enabled():  # Dynamo compiles again if the grad mode changes
+        inference.swap_in(gm)
     if config.eager:
         return gm.forward
     from torch._inductor import list_mode_options

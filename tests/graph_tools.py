@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from ftcompile.backend import ft_backend
+from ftcompile.ops.inference import public
 
 UNPROTECTED = {torch.matmul, operator.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm,
                torch._C._nn.linear, F.linear, torch._C._nn.scaled_dot_product_attention,
@@ -33,5 +34,12 @@ def unprotected_products(graphs):
             or (n.op == "call_method" and n.target in ("matmul", "mm", "bmm", "__matmul__"))]
 
 
+def ft_nodes(graphs, op=None):
+    """The protected ops' nodes (of ``op`` only, if given); a graph compiled with grad disabled
+    calls their inference-only twins (ftcompile/ops/inference.py), named here by the public op."""
+    return [n for gm in graphs for n in gm.graph.nodes
+            if public(n.target) in FT_OPS and (op is None or public(n.target) is op)]
+
+
 def ft_ops(graphs):
-    return [n.target for gm in graphs for n in gm.graph.nodes if n.target in FT_OPS]
+    return [public(n.target) for n in ft_nodes(graphs)]

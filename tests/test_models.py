@@ -8,7 +8,7 @@ import torch
 import ftcompile
 from ftcompile import FaultDetected, FaultSpec, inject
 from ftcompile.passes import counters
-from graph_tools import compile_capture, ft_ops, unprotected_products
+from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
 
 transformers = pytest.importorskip("transformers")
 VOCAB = 128
@@ -262,5 +262,5 @@ def test_llama_with_a_padding_mask_reads_kv_before_repeat_kv(impl):
     out, graphs = compile_capture(model, ids, mask)
     torch.testing.assert_close(first(out), expected, rtol=TOL, atol=TOL)
     assert counters["attention_gqa_unrepeated"] == 2
-    atts = [n for gm in graphs for n in gm.graph.nodes if n.target == torch.ops.ftcompile.attention.default]
+    atts = ft_nodes(graphs, torch.ops.ftcompile.attention.default)
     assert [n.args[6] for n in atts] == [True, True]  # enable_gqa

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 import ftcompile
 from ftcompile.passes import counters
-from graph_tools import compile_capture, ft_ops, unprotected_products
+from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
 
 ATT = torch.ops.ftcompile.attention.default
 
@@ -225,7 +225,7 @@ def test_sibling_linears_run_as_one_gemm(bias):
     counters.clear()
     out, graphs = compile_capture(model, x)
     torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
-    groups = [n for gm in graphs for n in gm.graph.nodes if n.target is GROUP]
+    groups = ft_nodes(graphs, GROUP)
     assert len(groups) == 2 and counters["linear_group"] == 2
     assert [w.name.split("_modules_")[1].split("_")[0] for w in groups[0].args[1]] == ["q", "k", "v", "extra"]
     assert ft_ops(graphs).count(torch.ops.ftcompile.linear_global.default) == 2  # o, down
@@ -257,7 +257,7 @@ def test_groups_only_where_they_can_form():
     model, x = Mixed().eval(), torch.randn(4, 64, 256)  # enough rows for the global scheme
     out, graphs = compile_capture(model, x)
     torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
-    groups = [n for gm in graphs for n in gm.graph.nodes if n.target is GROUP]
+    groups = ft_nodes(graphs, GROUP)
     assert len(groups) == 1 and len(groups[0].args[1]) == 2  # a with c (both biased); b and d alone
     report = ftcompile.explain(model, x)
     assert report.by_name("a").group == "{a,c}" and report.by_name("b").group is None
@@ -309,8 +309,8 @@ def test_unaligned_output_rows_are_padded_only_where_nothing_reads_their_strides
         expected = model(x)
     out, graphs = compile_capture(model, x, schemes={"*": "global"})
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    pads = [n.args[5] if len(n.args) > 5 else False for gm in graphs for n in gm.graph.nodes
-            if n.target == torch.ops.ftcompile.linear_global.default]
+    pads = [n.args[5] if len(n.args) > 5 else False
+            for n in ft_nodes(graphs, torch.ops.ftcompile.linear_global.default)]
     assert pads == [False, not flatten]  # the body's 64 columns are aligned: never padded
     assert counters["linear_padded_rows"] == (0 if flatten else 1)
     if not flatten:
@@ -345,7 +345,7 @@ def test_attention_output_in_heads_last_memory_only_where_the_model_transposes_i
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert counters["attention_sdpa"] == 1 and counters["attention_heads_last"] == (0 if keep else 1)
     if not keep:
-        node = next(n for gm in graphs for n in gm.graph.nodes if n.target == ATT)
+        node = ft_nodes(graphs, ATT)[0]
         assert node.args[-1] is True and node.meta["val"].stride() == (9 * 4 * 16, 16, 4 * 16, 1)
 
 
@@ -381,7 +381,7 @@ def test_repeated_kv_reach_the_op_unrepeated_with_enable_gqa(sdpa):
         expected = model(q, k, v, mask)
     out, graphs = compile_capture(model, q, k, v, mask)
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    node = next(n for gm in graphs for n in gm.graph.nodes if n.target == ATT)
+    node = ft_nodes(graphs, ATT)[0]
     assert node.args[6] is True and tuple(node.args[1].meta["example_value"].shape) == (2, 2, 11, 16)
     assert counters["attention_gqa_unrepeated"] == 1
     assert not [n for gm in graphs for n in gm.graph.nodes if n.op == "call_method" and n.target == "expand"]

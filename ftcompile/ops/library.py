@@ -95,16 +95,20 @@ def _linear(scheme: str, x: Tensor, weight: Tensor, bias: Optional[Tensor], site
     return layout.with_row_stride(y, ldy)
 
 
-@torch.library.custom_op("ftcompile::linear_global", mutates_args=(), tags=NEEDS_CONTIGUOUS)
-def linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
-                  transposed: bool = False, pad_rows: bool = False) -> Tensor:
+def _linear_global(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
+                   transposed: bool = False, pad_rows: bool = False) -> Tensor:
     return _linear("linear_global", x, weight, bias, site, transposed, pad_rows)
 
 
-@torch.library.custom_op("ftcompile::linear_thread", mutates_args=(), tags=NEEDS_CONTIGUOUS)
-def linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
-                  transposed: bool = False, pad_rows: bool = False) -> Tensor:
+def _linear_thread(x: Tensor, weight: Tensor, bias: Optional[Tensor], site: int,
+                   transposed: bool = False, pad_rows: bool = False) -> Tensor:
     return _linear("linear_thread", x, weight, bias, site, transposed, pad_rows)
+
+
+linear_global = torch.library.custom_op("ftcompile::linear_global", _linear_global, mutates_args=(),
+                                        tags=NEEDS_CONTIGUOUS)
+linear_thread = torch.library.custom_op("ftcompile::linear_thread", _linear_thread, mutates_args=(),
+                                        tags=NEEDS_CONTIGUOUS)
 
 
 def _linear_fake(x, weight, bias, site, transposed=False, pad_rows=False):
@@ -118,8 +122,7 @@ linear_global.register_fake(_linear_fake)
 linear_thread.register_fake(_linear_fake)
 
 
-@torch.library.custom_op("ftcompile::linear_group", mutates_args=(), tags=NEEDS_CONTIGUOUS)
-def linear_group(x: Tensor, weights: List[Tensor], biases: List[Tensor], site: int) -> Tensor:
+def _linear_group(x: Tensor, weights: List[Tensor], biases: List[Tensor], site: int) -> Tensor:
     """y = x [W_0; W_1; ...]^T (+ [b_0; b_1; ...]): sibling linears over one x (a layer's q/k/v,
     an MLP's gate/up) as one global-ABFT GEMM, checked per output row over all members; weights
     [N_j, K], biases one per weight or none. The CUDA kernel reads each weight where it is; the
@@ -147,6 +150,10 @@ def linear_group(x: Tensor, weights: List[Tensor], biases: List[Tensor], site: i
     return y
 
 
+linear_group = torch.library.custom_op("ftcompile::linear_group", _linear_group, mutates_args=(),
+                                       tags=NEEDS_CONTIGUOUS)
+
+
 @linear_group.register_fake
 def _linear_group_fake(x, weights, biases, site):
     return x.new_empty(*x.shape[:-1], sum(w.shape[-2] for w in weights))
@@ -155,8 +162,7 @@ def _linear_group_fake(x, weights, biases, site):
 # No stride tag: the kernels take q, k, v as strided views (a head-split projection's transpose, as
 # HF models hand them over; the CUDA launcher copies only a layout TMA cannot describe), so inductor
 # need not copy them first (GPT-2: 36 copies per forward).
-@torch.library.custom_op("ftcompile::attention", mutates_args=())
-def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
+def _attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_causal: bool,
               scale: Optional[float], enable_gqa: bool, site: int, heads_last: bool = False) -> Tensor:
     """EFTA. ``heads_last`` (4-D q): the output [B, H, S, Dv] lies in memory as [B, S, H, Dv]
     (ops/layout.py), for a model that transposes it back (the attention passes ask for it)."""
@@ -184,10 +190,18 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Optional[Tensor], is_c
     return layout.empty_heads_last(out.shape, out.dtype, out.device).copy_(out) if heads_last else out
 
 
+attention = torch.library.custom_op("ftcompile::attention", _attention, mutates_args=())
+
+
 @attention.register_fake
 def _attention_fake(q, k, v, attn_mask, is_causal, scale, enable_gqa, site, heads_last=False):
     shape = (*q.shape[:-1], v.shape[-1])
     return q.new_empty_strided(shape, layout.heads_last_strides(shape)) if heads_last else q.new_empty(shape)
+
+
+# Each op's body and fake, for the inference-only twins (ops/inference.py).
+BODIES = {"linear_global": (_linear_global, _linear_fake), "linear_thread": (_linear_thread, _linear_fake),
+          "linear_group": (_linear_group, _linear_group_fake), "attention": (_attention, _attention_fake)}
 
 
 # Autograd: the forward is protected; the backward is the plain (unprotected) derivative, so a
