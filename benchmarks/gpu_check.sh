@@ -36,6 +36,7 @@ stamp "build"
 : > "$OUT/build.log"
 ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
 [ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
+( timeout 300 python3 -c "from ftcompile.ops import fastpath; print('fastpath', fastpath.module())" ) >> "$OUT/build.log" 2>&1 &
 case " $parts " in *" phases "*)  # the diagnostic build too, alongside (stream_phases.py then finds it built)
   ( timeout 300 python3 -c "from ftcompile.ops import cuda; print('stamps', cuda.build_library('gemm', \
       'ftcompile_gemm_sm90a_stamps', extra_cuda_cflags=['-DFTG_STREAM_STAMPS']))" ) >> "$OUT/build.log" 2>&1 & ;;
@@ -46,7 +47,7 @@ stamp "built"
 for part in $parts; do
   case $part in
     tests) timeout 360 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_gemm.py \
-             tests/test_cuda_attention.py tests/test_cuda_e2e.py tests/test_replay.py tests/test_inference_ops.py > "$OUT/pytest.log" 2>&1
+             tests/test_cuda_attention.py tests/test_cuda_e2e.py tests/test_replay.py tests/test_inference_ops.py tests/test_fastpath.py > "$OUT/pytest.log" 2>&1
            stamp "tests rc=$?" ;;
     gemmtests) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --timeout=60 tests/test_cuda_gemm.py \
                  > "$OUT/pytest.log" 2>&1

@@ -6,8 +6,8 @@ machinery; it makes the plan anew each call), its inference-only twin (ops/infer
 graph compiled with grad disabled calls), and a do-nothing custom op registered the way ours are
 (the machinery alone). Host us per call, enqueued without synchronising; shapes small enough
 that the GPU never holds the host back. Then a cProfile of three of them, and optionally GPT-2
-small (8x512) graph-free through inductor and backend="ft", with and without the twins (wall and
-host time per forward).
+small (8x512) graph-free through inductor and backend="ft", its plans replayed by the C++ fast path
+and by Python (ops/fastpath.py; wall and host time per forward).
 
     python benchmarks/host_overhead.py [--model] [--reps 300] [--out DIR]
 (--out: also host_overhead.json there.)
@@ -29,9 +29,7 @@ import torch.nn.functional as F
 
 import ftcompile  # noqa: F401  (registers the ops and the backend)
 from ftcompile import telemetry
-from ftcompile.ops import cuda_attention, cuda_gemm, inference
-
-swap_in = inference.swap_in
+from ftcompile.ops import cuda_attention, cuda_gemm, fastpath
 
 
 @torch.library.custom_op("ftbench::noop", mutates_args=())
@@ -82,11 +80,12 @@ def model_rows() -> list:
     with torch.no_grad():
         # twins and public ops alternating, twice: the first ft row after inductor's ran slow in
         # runs 49a and 49c (the twins' both times), so each variant is timed early and late
-        for name, backend in (("inductor", "inductor"), ("ft, public ops", "ft"), ("ft", "ft"),
-                              ("ft, public ops (2)", "ft"), ("ft (2)", "ft")):
+        for name, backend in (("inductor", "inductor"), ("ft, Python replay", "ft"), ("ft", "ft"),
+                              ("ft, Python replay (2)", "ft"), ("ft (2)", "ft")):
             torch._dynamo.reset()
-            # "ft, public ops": the graph keeps the ops with autograd kernels (no inference twins)
-            inference.swap_in = (lambda gm: 0) if "public ops" in name else swap_in
+            # "ft, Python replay": the twins' plans replayed by Python, not by ops/fastpath.py's C++
+            if fastpath.module() is not None:
+                fastpath.module().set_enabled("Python replay" not in name)
             m = torch.compile(model, backend=backend)
             for _ in range(3):
                 m(ids)
@@ -103,7 +102,8 @@ def model_rows() -> list:
             host = (time.perf_counter() - t0) / 20 * 1e3
             torch.cuda.synchronize()
             rows.append((f"gpt2-small 8x512 {name}", statistics.median(walls), host, gpu_busy_ms(m, ids)))
-    inference.swap_in = swap_in
+    if fastpath.module() is not None:
+        fastpath.module().set_enabled(True)
     return rows
 
 
@@ -160,6 +160,11 @@ def main() -> None:
     }
     with torch.no_grad():
         rows = [(name, host_us(fn, args.reps)) for name, fn in cases.items()]
+        if fastpath.module() is not None:  # the twins' linear ops again, replayed by Python
+            fastpath.module().set_enabled(False)
+            rows += [(f"{name}, Python replay", host_us(cases[name], args.reps))
+                     for name in ("twin linear_global", "twin linear_thread")]
+            fastpath.module().set_enabled(True)
         print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}: host us per call "
               f"({args.reps} calls enqueued, median of 7 rounds)")
         print("| call | host us |\n|---|---|")

@@ -3,7 +3,8 @@ forward with the GPU synchronised (wall) against the host's own time per forward
 profiles the host side of N forwards with cProfile and prints the functions with the most own and
 cumulative time. For the whole-model table's ft column (NOTES.md: the small models are host-bound).
 
-    python benchmarks/profile_host.py [--model gpt2|bert|llama] [--iters 30]
+    python benchmarks/profile_host.py [--model gpt2|bert|llama] [--iters 30] [--backend ft|inductor]
+(--backend inductor: the same for plain inductor, the table's reference column.)
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--model", default="gpt2")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--top", type=int, default=35)
+    parser.add_argument("--backend", default="ft", choices=("ft", "inductor"))
     args = parser.parse_args()
     import ftcompile  # noqa: F401  (registers the backend)
     name, (kind, dtype, batch, seq) = next((n, c) for n, c in CONFIGS.items() if c[0] == args.model)
@@ -31,7 +33,7 @@ def main() -> None:
     model = build(kind).eval().cuda().to(dtype)
     ids = torch.randint(0, 1000, (batch, seq), device="cuda")
     with torch.no_grad():
-        ft = torch.compile(model, backend="ft")
+        ft = torch.compile(model, backend=args.backend)
         for _ in range(3):
             ft(ids)
         torch.cuda.synchronize()
@@ -48,7 +50,7 @@ def main() -> None:
             ft(ids)
         prof.disable()
         torch.cuda.synchronize()
-    print(f"{name}: ft forward {wall:.2f} ms (synchronised), host enqueue {host:.2f} ms per forward")
+    print(f"{name}: {args.backend} forward {wall:.2f} ms (synchronised), host enqueue {host:.2f} ms per forward")
     for key in ("tottime", "cumulative"):
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats(key).print_stats(args.top)

@@ -131,7 +131,12 @@ def test_linear_single_fault_detected_and_corrected(op, dtype, fault):
     with inject(FaultSpec(site=name, index=(7, 70), **fault)) as inj:
         y = op(x, w, b, sid)
     assert inj.events[0].after != inj.events[0].before
-    torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    if dtype == torch.float32:
+        torch.testing.assert_close(y, clean, rtol=1e-5, atol=1e-5)
+    else:  # the corrected element is recomputed in fp32 in another order than the GEMM: it may
+        # round to the neighbouring bf16 value (one ulp, 2^-7 relative); every other one is exact
+        assert int((y != clean).sum()) <= 1
+        torch.testing.assert_close(y.float(), clean.float(), rtol=2 ** -7, atol=0)
     assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
                             "nonfinite_inputs": 0}
 

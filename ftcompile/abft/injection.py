@@ -12,7 +12,7 @@ import contextlib
 import fnmatch
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import torch
 
@@ -112,6 +112,20 @@ def armed() -> bool:
     return bool(_ACTIVE)
 
 
+_ON_CHANGE: List[Callable[[bool], None]] = []
+
+
+def on_change(hook: Callable[[bool], None]) -> None:
+    """Call hook(armed()) whenever injections are armed or disarmed (ops/fastpath.py's C++ replay,
+    which cannot ask)."""
+    _ON_CHANGE.append(hook)
+
+
+def _changed() -> None:
+    for hook in _ON_CHANGE:
+        hook(bool(_ACTIVE))
+
+
 @contextlib.contextmanager
 def inject(*specs: FaultSpec) -> Iterator[Injection]:
     """Activate fault specs for the block; yields the (first) Injection with its event log."""
@@ -126,12 +140,14 @@ def inject(*specs: FaultSpec) -> Iterator[Injection]:
     injections = [Injection(s) for s in specs]
     with _lock:
         _ACTIVE.extend(injections)
+        _changed()
     try:
         yield injections[0] if len(injections) == 1 else injections
     finally:
         with _lock:
             for inj in injections:
                 _ACTIVE.remove(inj)
+            _changed()
 
 
 def pending(site_id: int, site_name: str, stages: Tuple[str, ...]) -> List[Injection]:

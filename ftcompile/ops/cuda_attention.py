@@ -43,7 +43,7 @@ import torch
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, efta, injection
-from . import cuda, layout, replay
+from . import cuda, fastpath, layout, replay
 
 HEAD_DIMS = (64, 128)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
@@ -338,14 +338,18 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
                    ablate, m_tiles, kernel)
 
 
+def _map_blocks(a: _HostArgs) -> int:
+    """Entries of the mask's tile map (_mask_map)."""
+    return (a.B if a.m_sb else 1) * (a.Hq if a.m_sh else 1) * (-(-a.Sq // 64) if a.m_sq else 1)
+
+
 def _mask_map(a: _HostArgs, device: torch.device) -> torch.Tensor:
     """The buffer of the mask's tile map (csrc/attention/efta_mask_map.cu), zeroed, its pointers
     and strides set in ``a``: one entry per 64 query rows along each query dimension the mask
     does not broadcast over (so a [B, 1, 1, Sk] padding mask has B entries)."""
     nqb = -(-a.Sq // 64) if a.m_sq else 1
     hm = a.Hq if a.m_sh else 1
-    blocks = (a.B if a.m_sb else 1) * hm * nqb
-    buf = torch.zeros(blocks, 2, dtype=torch.int32, device=device)
+    buf = torch.zeros(_map_blocks(a), 2, dtype=torch.int32, device=device)
     a.mask_map = buf.data_ptr()
     a.mc_sb, a.mc_sh, a.mc_sq = hm * nqb if a.m_sb else 0, nqb if a.m_sh else 0, 1 if a.m_sq else 0
     return buf
@@ -465,18 +469,23 @@ def _check(rc: int) -> None:
         raise RuntimeError(f"ftcompile attention kernel failed (code {rc}: {what.get(rc, 'CUDA error')})")
 
 
-def _checksum_buffers(a: _HostArgs, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """One allocation for the prepass's K^c [tiles, 8, D], key norms [tiles, 4] fp32 and V^c
-    [tiles, 64, 8] of this call, each part 256-byte aligned (as three allocations were); sets
-    a.kc, a.kn, a.vc."""
+def _checksum_layout(a: _HostArgs, dtype: torch.dtype) -> Tuple[int, int, int]:
+    """(bytes in all, the key norms' offset, V^c's offset) of the prepass's one buffer: K^c
+    [tiles, 8, D], key norms [tiles, 4] fp32, V^c [tiles, 64, 8], each part 256-byte aligned."""
     tiles = a.B * a.Hk * a.n_tiles
     up = lambda nbytes: -(-nbytes // 256) * 256
     kc_bytes, kn_bytes = up(tiles * 8 * a.D * dtype.itemsize), up(tiles * 4 * 4)
-    buf = torch.empty(kc_bytes + kn_bytes + tiles * BLOCK_N * 8 * dtype.itemsize, dtype=torch.uint8,
-                      device=device)
+    return kc_bytes + kn_bytes + tiles * BLOCK_N * 8 * dtype.itemsize, kc_bytes, kc_bytes + kn_bytes
+
+
+def _checksum_buffers(a: _HostArgs, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One allocation for the prepass's K^c, key norms and V^c of this call (as three allocations
+    were: _checksum_layout); sets a.kc, a.kn, a.vc."""
+    total, kn_at, vc_at = _checksum_layout(a, dtype)
+    buf = torch.empty(total, dtype=torch.uint8, device=device)
     a.kc = buf.data_ptr()
-    a.kn = a.kc + kc_bytes
-    a.vc = a.kn + kn_bytes
+    a.kn = a.kc + kn_at
+    a.vc = a.kc + vc_at
     return buf
 
 
@@ -501,6 +510,14 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         _check(fn(ctypes.byref(b)))
         _last_kernel = kernel_name
         return out
+    total, kn_at, vc_at = _checksum_layout(template, dtype)
+    launch.spec = dict(  # what the C++ replay needs (ops/fastpath.py)
+        block=bytes(template), fn=ctypes.cast(fn, ctypes.c_void_p).value,
+        offsets=[getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
+        + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if template.mask else [-1, -1]),
+        cs_bytes=total, kn_at=kn_at, vc_at=vc_at, dv=shape[-1], heads_last=heads_last,
+        mask_float=bool(template.mask) and not template.mask_bool,
+        map_pairs=_map_blocks(template) if template.mask else 0)
     return launch
 
 
@@ -518,6 +535,7 @@ def kernel(q, k, v, attn_mask, is_causal, scale, enable_gqa, site: telemetry.Sit
                   heads_last=heads_last, record=rec)
     if rec:
         _plans.put(_plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site.id, heads_last), rec[0])
+        fastpath.offer_attention(rec[0])
     return out
 
 
@@ -536,7 +554,11 @@ def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_las
     if not q.is_cuda or not replay.replayable():
         return None
     launch = _plans.get(_plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_last))
-    return None if launch is None else launch(q, k, v, attn_mask)
+    if launch is None:
+        return None
+    fastpath.offer_attention(launch)  # (for the C++ call running this body, if any)
+    return launch(q, k, v, attn_mask)
 
 
+fastpath.watch_knobs(__name__, ("KERNEL", "M_TILES_D64", "_debug"))
 cuda.register("attention", supports, kernel, _replay)

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from .. import config, cudagraphs, telemetry
 from ..abft import checksum, gemm, injection, thresholds
-from . import cuda, layout, replay
+from . import cuda, fastpath, layout, replay
 
 K_TILE = gemm.K_TILE
 N_TILE = gemm.N_TILE
@@ -1012,7 +1012,11 @@ def _launcher(a: _Args, fn, dtype: torch.dtype, n: int, ldy: int, xs_bytes: int,
         _check(fn(ctypes.byref(b)))
         return y
     launch.keep = keep
+    launch.spec = fastpath.Spec(template, fn, _FIELDS, xs_bytes, xstat_off, n, ldy, keep)  # the C++ replay's
     return launch
+
+
+_FIELDS = fastpath.field_offsets(_Args)
 
 
 def _check(code: int) -> None:
@@ -1050,9 +1054,10 @@ def _kernel_with_plan(scheme: str, post=None):
         y = run(scheme, x, w, b, site, ldy=None if post else ldy, record=rec)
         if rec:
             launch, persistent = rec[0]
-            if post is not None:
+            if post is not None and ldy is not None:  # (post(y, None) is y)
                 launch = functools.partial(_post_launch, launch, post, ldy)
             _plans.put(_plan_key(scheme, x, *_members(weight, bias), site.id, ldy), launch, persistent)
+            fastpath.offer(launch, persistent)
         return post(y, ldy) if post is not None else y
     return kernel
 
@@ -1067,7 +1072,10 @@ def _replay(scheme: str):
             return None
         members, biases = _members(weight, bias)
         launch = _plans.get(_plan_key(scheme, x, members, biases, site_id, ldy), members + biases)
-        return None if launch is None else launch(x)
+        if launch is None:
+            return None
+        fastpath.offer(launch, members + biases)  # (for the C++ call running this body, if any)
+        return launch(x)
     return replay_call
 
 
@@ -1080,6 +1088,9 @@ def _group_supports(x, weights, biases=(), static_weight=True):
     return group_fallback_reason(x, weights, biases, static_weight) is None
 
 
+fastpath.watch_knobs(__name__, ("THREAD_KERNEL", "GLOBAL_CHECK", "PDL", "GLOBAL_CLUSTER"))
+
+
 # ----------------------------------------------------------------------------- registration
 if torch.cuda.is_available():
     if cuda.is_sm90(torch.device("cuda", torch.cuda.current_device())):
@@ -1087,3 +1098,4 @@ if torch.cuda.is_available():
     cuda.register("linear_global", _supports("linear_global"), _linear_global, _replay("linear_global"))
     cuda.register("linear_thread", _supports("linear_thread"), _linear_thread, _replay("linear_thread"))
     cuda.register("linear_group", _group_supports, _linear_group, _replay("linear_global"))
+    fastpath.module()  # the twins' C++ replay (built now, as the library above)
