@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -23,7 +21,7 @@ def child() -> str:
     from bench_models import build
     from ftcompile import telemetry
     from ftcompile.ops import fastpath
-    from host_overhead import host_us
+    from host_overhead import forward_ms, host_us
 
     dev = torch.device("cuda")
     reg = lambda name, kind, scheme: telemetry.site(telemetry.register(name, kind, scheme, "correct", 2.5, 1.0))
@@ -44,23 +42,8 @@ def child() -> str:
         ids = torch.randint(0, 1000, (8, 512), device="cuda")
         for backend in ("inductor", "ft"):
             torch._dynamo.reset()
-            m = torch.compile(model, backend=backend)
-            for _ in range(5):
-                m(ids)
-            torch.cuda.synchronize()
-            walls, hosts = [], []
-            for _ in range(3):
-                for _ in range(20):
-                    t0 = time.perf_counter()
-                    m(ids)
-                    torch.cuda.synchronize()
-                    walls.append((time.perf_counter() - t0) * 1e3)
-                t0 = time.perf_counter()
-                for _ in range(20):
-                    m(ids)
-                hosts.append((time.perf_counter() - t0) / 20 * 1e3)
-                torch.cuda.synchronize()
-            out.append(f"gpt2 {backend} wall {statistics.median(walls):.2f} ms host {statistics.median(hosts):.2f} ms")
+            wall, host = forward_ms(torch.compile(model, backend=backend), ids, rounds=3, warmup=5)
+            out.append(f"gpt2 {backend} wall {wall:.2f} ms host {host:.2f} ms")
     return f"FASTPATH={os.environ.get('FTCOMPILE_FASTPATH', '1')} {fastpath.stats()}: " + "; ".join(out)
 
 

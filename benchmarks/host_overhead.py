@@ -72,6 +72,27 @@ def profile(fn, reps: int, top: int = 18) -> str:
     return s.getvalue()
 
 
+def forward_ms(m, ids, rounds: int = 1, warmup: int = 3) -> tuple:
+    """(wall, host) ms per forward of m(ids): the median of 20 synchronised forwards, and the host's
+    time per forward of 20 enqueued without waiting; medians over ``rounds``."""
+    for _ in range(warmup):
+        m(ids)
+    torch.cuda.synchronize()
+    walls, hosts = [], []
+    for _ in range(rounds):
+        for _ in range(20):
+            t0 = time.perf_counter()
+            m(ids)
+            torch.cuda.synchronize()
+            walls.append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            m(ids)
+        hosts.append((time.perf_counter() - t0) / 20 * 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(walls), statistics.median(hosts)
+
+
 def model_rows() -> list:
     from bench_models import build
     rows = []
@@ -87,21 +108,8 @@ def model_rows() -> list:
             if fastpath.module() is not None:
                 fastpath.module().set_enabled("Python replay" not in name)
             m = torch.compile(model, backend=backend)
-            for _ in range(3):
-                m(ids)
-            torch.cuda.synchronize()
-            walls = []
-            for _ in range(20):
-                t0 = time.perf_counter()
-                m(ids)
-                torch.cuda.synchronize()
-                walls.append((time.perf_counter() - t0) * 1e3)
-            t0 = time.perf_counter()
-            for _ in range(20):
-                m(ids)
-            host = (time.perf_counter() - t0) / 20 * 1e3
-            torch.cuda.synchronize()
-            rows.append((f"gpt2-small 8x512 {name}", statistics.median(walls), host, gpu_busy_ms(m, ids)))
+            wall, host = forward_ms(m, ids)
+            rows.append((f"gpt2-small 8x512 {name}", wall, host, gpu_busy_ms(m, ids)))
     if fastpath.module() is not None:
         fastpath.module().set_enabled(True)
     return rows

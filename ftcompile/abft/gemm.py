@@ -65,14 +65,20 @@ def register_owner(param: torch.Tensor) -> None:
     _owners[storage._cdata] = (StorageWeakRef(storage), weakref.ref(param))
 
 
-def owner_version(t: torch.Tensor, storage=None) -> int:
-    """The version of the registered parameter over ``t``'s storage (``t``'s own if none)."""
+def owner(t: torch.Tensor, storage=None) -> torch.Tensor:
+    """The registered parameter over ``t``'s storage (``t`` itself if none): whose version counter
+    tells a change of ``t`` in place."""
     entry = _owners.get((storage if storage is not None else t.untyped_storage())._cdata)
     if entry is not None and not entry[0].expired():
         param = entry[1]()
         if param is not None:
-            return param._version
-    return t._version
+            return param
+    return t
+
+
+def owner_version(t: torch.Tensor, storage=None) -> int:
+    """The version of the registered parameter over ``t``'s storage (``t``'s own if none)."""
+    return owner(t, storage)._version
 
 
 class DerivedCache:

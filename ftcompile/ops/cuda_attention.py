@@ -510,14 +510,12 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         _check(fn(ctypes.byref(b)))
         _last_kernel = kernel_name
         return out
-    total, kn_at, vc_at = _checksum_layout(template, dtype)
-    launch.spec = dict(  # what the C++ replay needs (ops/fastpath.py)
-        block=bytes(template), fn=ctypes.cast(fn, ctypes.c_void_p).value,
-        offsets=[getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
-        + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if template.mask else [-1, -1]),
-        cs_bytes=total, kn_at=kn_at, vc_at=vc_at, dv=shape[-1], heads_last=heads_last,
-        mask_float=bool(template.mask) and not template.mask_bool,
-        map_pairs=_map_blocks(template) if template.mask else 0)
+    masked = bool(template.mask)
+    launch.spec = fastpath.AttentionSpec(  # what the C++ replay needs
+        template, fn, [getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
+        + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if masked else [-1, -1]),
+        *_checksum_layout(template, dtype), shape[-1], heads_last, masked and not template.mask_bool,
+        _map_blocks(template) if masked else 0)
     return launch
 
 

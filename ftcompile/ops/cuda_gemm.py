@@ -1095,7 +1095,7 @@ fastpath.watch_knobs(__name__, ("THREAD_KERNEL", "GLOBAL_CHECK", "PDL", "GLOBAL_
 if torch.cuda.is_available():
     if cuda.is_sm90(torch.device("cuda", torch.cuda.current_device())):
         lib()  # build now: a failure here is reported by ftcompile.ops.kernels and the reference runs
+        fastpath.module()  # the twins' C++ replay of launch plans (only the kernels make plans)
     cuda.register("linear_global", _supports("linear_global"), _linear_global, _replay("linear_global"))
     cuda.register("linear_thread", _supports("linear_thread"), _linear_thread, _replay("linear_thread"))
     cuda.register("linear_group", _group_supports, _linear_group, _replay("linear_global"))
-    fastpath.module()  # the twins' C++ replay (built now, as the library above)

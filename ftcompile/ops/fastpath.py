@@ -10,11 +10,12 @@ Python body, which offers the plan it made or replayed (:func:`offer`, :func:`of
 and the C++ side files it under the call's key.
 
 What a plan is and when it may be replayed is ops/replay.py's rule, kept here: not while a fault
-injection is armed (:func:`set_enabled`, from abft.injection) or a CUDA graph is captured (checked
-per call), and only while every weight is the same storage, unchanged in place (the registered
-owner's version counter, abft.gemm.owner_version). FTCOMPILE_FASTPATH=0 leaves it unbuilt. A change of a module knob the plans depend on
-(cuda_gemm.THREAD_KERNEL, ...) drops every plan (:func:`watch_knobs`). The public ops, and the
-twins on other devices, are untouched.
+injection is armed (abft.injection tells the extension through its on_change hook) or a CUDA graph
+is captured (checked per call), and only while every weight is the same storage, unchanged in
+place (the registered owner's version counter, abft.gemm.owner_version). A change of a module knob
+the plans depend on (cuda_gemm.THREAD_KERNEL, ...) drops every plan (:func:`watch_knobs`). The
+public ops, and the twins on other devices, are untouched. FTCOMPILE_FASTPATH=0 leaves the extension
+unbuilt (the twins then replay from Python, as before).
 """
 from __future__ import annotations
 
@@ -40,14 +41,13 @@ def module():
     try:
         from torch.utils.cpp_extension import load
 
-        from . import cuda, inference, library
+        from . import cuda, inference, library  # noqa: F401  (inference defines the twins the extension registers kernels for)
         src = cuda.csrc_dir("fastpath") / "fastpath.cpp"
         mod = load(name="ftcompile_fastpath", sources=[str(src)], extra_cflags=["-O2"], with_cuda=True,
                    verbose=False)
     except Exception as exc:  # noqa: BLE001  (a compiler error must not stop the model)
         warnings.warn(f"ftcompile: C++ launch-plan replay unavailable ({exc}); replaying from Python")
         return None
-    assert inference.NAMESPACE == "ftcompile_infer"
     for name, op in _OPS.items():
         mod.set_body(op, library.BODIES[name][0])
     from ..abft import injection
@@ -68,7 +68,8 @@ def offer(launch, persistent: Sequence[torch.Tensor]) -> None:
     spec = getattr(launch, "spec", None)
     if mod is None or spec is None or not mod.in_body():
         return
-    owners = [owner(t) for t in persistent]
+    from ..abft import gemm
+    owners = [gemm.owner(t) for t in persistent]
     mod.offer(spec.block, spec.fn, spec.off_x, spec.off_y, spec.off_xsum, spec.off_xstat, spec.xs_bytes,
               spec.xstat_delta, spec.n, spec.ldy, list(spec.keep), list(persistent), owners)
 
@@ -79,16 +80,8 @@ def offer_attention(launch) -> None:
     spec = getattr(launch, "spec", None)
     if mod is None or spec is None or not mod.in_body():
         return
-    mod.offer_attention(spec["block"], spec["fn"], spec["offsets"], spec["cs_bytes"], spec["kn_at"],
-                        spec["vc_at"], spec["dv"], spec["heads_last"], spec["mask_float"], spec["map_pairs"], [])
-
-
-def owner(t: torch.Tensor) -> torch.Tensor:
-    """The tensor whose version counter tells a change of ``t`` in place (abft.gemm.owner_version's)."""
-    from ..abft import gemm
-    entry = gemm._owners.get(t.untyped_storage()._cdata)
-    param = entry[1]() if entry is not None and not entry[0].expired() else None
-    return param if param is not None else t
+    mod.offer_attention(spec.block, spec.fn, spec.offsets, spec.cs_bytes, spec.kn_at, spec.vc_at, spec.dv,
+                        spec.heads_last, spec.mask_float, spec.map_pairs, [])
 
 
 def invalidate() -> None:
@@ -122,6 +115,19 @@ class Spec:
         self.off_xsum = fields["xsum"] if xs_bytes else -1
         self.off_xstat = fields["xstat"] if xs_bytes else -1
         self.xs_bytes, self.xstat_delta, self.n, self.ldy, self.keep = xs_bytes, xstat_delta, n, ldy, keep
+
+
+class AttentionSpec:
+    """The same for a cuda_attention plan: the byte offsets of q, k, v, o, K^c, the key norms, V^c,
+    the mask and its tile map (-1: no mask); the checksum buffer's size and parts; o's last
+    dimension and layout; whether the mask is converted to fp32, and its map's entries."""
+
+    def __init__(self, block: ctypes.Structure, fn, offsets: list, cs_bytes: int, kn_at: int, vc_at: int,
+                 dv: int, heads_last: bool, mask_float: bool, map_pairs: int):
+        self.block = bytes(block)
+        self.fn = ctypes.cast(fn, ctypes.c_void_p).value
+        self.offsets, self.cs_bytes, self.kn_at, self.vc_at = offsets, cs_bytes, kn_at, vc_at
+        self.dv, self.heads_last, self.mask_float, self.map_pairs = dv, heads_last, mask_float, map_pairs
 
 
 def field_offsets(struct: type) -> dict:
