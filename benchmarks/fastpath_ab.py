@@ -27,7 +27,8 @@ def child() -> str:
     reg = lambda name, kind, scheme: telemetry.site(telemetry.register(name, kind, scheme, "correct", 2.5, 1.0))
     g, a = reg("ab.linear", "linear", "linear_global"), reg("ab.attention", "attention", "efta")
     h = dict(device=dev, dtype=torch.float16)
-    x, xt, w, b = torch.randn(64, 768, **h), torch.randn(8, 768, **h), torch.randn(768, 768, **h) / 30, torch.randn(768, **h)
+    x, xt = torch.randn(64, 768, **h), torch.randn(8, 768, **h)
+    w, b = torch.randn(768, 768, **h) / 30, torch.randn(768, **h)
     q, k, v = (torch.randn(1, 12, 128, 64, **h) for _ in range(3))
     twin = torch.ops.ftcompile_infer
     out = []

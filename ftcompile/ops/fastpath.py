@@ -41,7 +41,8 @@ def module():
     try:
         from torch.utils.cpp_extension import load
 
-        from . import cuda, inference, library  # noqa: F401  (inference defines the twins the extension registers kernels for)
+        # (inference defines the twins whose CUDA kernels the extension registers)
+        from . import cuda, inference, library  # noqa: F401
         src = cuda.csrc_dir("fastpath") / "fastpath.cpp"
         mod = load(name="ftcompile_fastpath", sources=[str(src)], extra_cflags=["-O2"], with_cuda=True,
                    verbose=False)
