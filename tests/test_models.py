@@ -109,6 +109,22 @@ def test_weights_updated_in_place_after_compile_are_followed():
     assert sum(v["detected"] for v in ftcompile.stats().values()) == 0
 
 
+def test_a_model_built_under_inference_mode_runs_and_its_stale_checksums_are_seen():
+    """Parameters made under torch.inference_mode are inference tensors, without version counters:
+    they are taken as unchanged, and an untracked change in place then fails the checks (counted)
+    instead of passing them or giving a wrong output."""
+    with torch.inference_mode():
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32))
+        x = torch.randn(8, 64)
+        compiled = torch.compile(model, backend="ft", options={"eager": True, "schemes": {"*": "global"}})
+        ftcompile.reset_stats()
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+        assert sum(v["detected"] for v in ftcompile.stats().values()) == 0
+        model[0].weight.mul_(2)  # untracked
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    assert sum(v["detected"] for v in ftcompile.stats().values()) > 0
+
+
 def test_attention_fault_in_compiled_model_is_corrected():
     model, args = build("llama", "eager"), inputs("llama")
     compiled = torch.compile(model, backend="ft", options={"eager": True})

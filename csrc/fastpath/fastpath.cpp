@@ -38,9 +38,11 @@ struct Guard {
   c10::weak_intrusive_ptr<c10::StorageImpl> storage;  // held: no other storage takes its address
   const c10::StorageImpl* id;
   c10::VariableVersion version;
+  bool versioned;  // an inference tensor has no counter: taken as unchanged (gemm.owner_version)
   uint32_t at;
   bool fresh(const at::Tensor& t) const {
-    return t.storage().unsafeGetStorageImpl() == id && !storage.expired() && version.current_version() == at;
+    return t.storage().unsafeGetStorageImpl() == id && !storage.expired() &&
+           (!versioned || version.current_version() == at);
   }
   bool alive() const { return !storage.expired(); }
 };
@@ -357,10 +359,9 @@ void offer(py::bytes block, int64_t fn, int64_t off_x, int64_t off_y, int64_t of
   p->keep = std::move(keep);
   for (size_t i = 0; i < guards.size(); ++i) {
     const auto& vc = owners[i].unsafeGetTensorImpl()->version_counter();
-    if (!vc.enabled()) return;  // an inference tensor's changes cannot be told: no plan
     auto* impl = guards[i].storage().unsafeGetStorageImpl();
-    p->guards.push_back(Guard{guards[i].storage().getWeakStorageImpl(),
-                              impl, vc, vc.current_version()});
+    p->guards.push_back(Guard{guards[i].storage().getWeakStorageImpl(), impl, vc, vc.enabled(),
+                              vc.enabled() ? vc.current_version() : 0u});
   }
   t_offer = std::move(p);
 }

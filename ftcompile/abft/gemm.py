@@ -77,8 +77,13 @@ def owner(t: torch.Tensor, storage=None) -> torch.Tensor:
 
 
 def owner_version(t: torch.Tensor, storage=None) -> int:
-    """The version of the registered parameter over ``t``'s storage (``t``'s own if none)."""
-    return owner(t, storage)._version
+    """The version of the registered parameter over ``t``'s storage (``t``'s own if none). An
+    inference tensor (a model built under torch.inference_mode) has no version counter: it can
+    change in place only inside inference mode, untracked, and is taken as unchanged (-1). Such a
+    change leaves stale checksums, which the checks then report as faults: never a silent wrong
+    output (docs/reliability.md)."""
+    o = owner(t, storage)
+    return -1 if o.is_inference() else o._version
 
 
 class DerivedCache:
