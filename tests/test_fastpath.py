@@ -135,3 +135,19 @@ def test_the_bodys_errors_keep_their_type():
     with pytest.raises(TypeError, match="share a dtype"):
         TWIN.linear_global(torch.randn(8, 64, **H), torch.randn(16, 64, device="cuda", dtype=torch.bfloat16),
                            None, sid)
+
+
+@pytest.mark.cuda
+@needs_fastpath
+def test_inference_tensor_weights_are_replayed():
+    """Weights made under inference_mode have no version counter: their plans are replayed while
+    the storage lives (abft.gemm.owner_version), in C++ as in Python."""
+    sid = site("fast-inference-mode")
+    with torch.inference_mode():
+        w, x = torch.randn(768, 512, **H) / 20, torch.randn(64, 512, **H)
+        expected = FT.linear_global(x, w, None, sid)
+        for _ in range(2):
+            TWIN.linear_global(x, w, None, sid)
+        before = _hits()
+        assert torch.equal(TWIN.linear_global(x, w, None, sid), expected)
+    assert _hits() == before + 1
