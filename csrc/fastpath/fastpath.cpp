@@ -345,7 +345,8 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 // ---------------------------------------------------------------- the Python side's calls
 // Called by the op's Python body (cuda_gemm) where it made or replayed a plan: kept for the
 // call running that body. guards: the weights and biases, in the op's order; owners: the tensor
-// whose version counter tells each one's change in place (gemm.owner_version's).
+// whose version counter tells each one's change in place (abft.gemm.owner; none for an inference
+// tensor, taken as unchanged as gemm.owner_version takes it).
 void offer(py::bytes block, int64_t fn, int64_t off_x, int64_t off_y, int64_t off_xsum, int64_t off_xstat,
            int64_t xs_bytes, int64_t xstat_delta, int64_t n, int64_t ldy, std::vector<at::Tensor> keep,
            std::vector<at::Tensor> guards, std::vector<at::Tensor> owners) {
