@@ -105,8 +105,9 @@ void add_param(Key& k, const c10::optional<at::Tensor>& t) {
   k.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t->data_ptr())));
 }
 
+// flag_a, flag_b: the op's two flags (linear: transposed, pad_rows; attention: heads_last, is_causal).
 Key make_key(Op op, const at::Tensor& x, const std::vector<at::Tensor>& ws, const std::vector<at::Tensor>& bs,
-             bool has_bias, int64_t site, bool transposed, bool pad_rows) {
+             bool has_bias, int64_t site, bool flag_a, bool flag_b) {
   Key k;
   k.reserve(64);
   k.push_back(op);
@@ -114,8 +115,8 @@ Key make_key(Op op, const at::Tensor& x, const std::vector<at::Tensor>& ws, cons
   k.push_back(x.device().index());
   k.push_back(reinterpret_cast<int64_t>(c10::cuda::getCurrentCUDAStream(x.device().index()).stream()));
   k.push_back(site);
-  k.push_back(transposed);
-  k.push_back(pad_rows);
+  k.push_back(flag_a);
+  k.push_back(flag_b);
   add_input(k, x);
   k.push_back(static_cast<int64_t>(ws.size()));
   for (const auto& w : ws) add_param(k, w);

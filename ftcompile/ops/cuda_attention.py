@@ -338,18 +338,19 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
                    ablate, m_tiles, kernel)
 
 
-def _map_blocks(a: _HostArgs) -> int:
-    """Entries of the mask's tile map (_mask_map)."""
-    return (a.B if a.m_sb else 1) * (a.Hq if a.m_sh else 1) * (-(-a.Sq // 64) if a.m_sq else 1)
+def _map_geometry(a: _HostArgs) -> Tuple[int, int, int]:
+    """(entries, query blocks, heads) of the mask's tile map: one entry per 64 query rows along
+    each query dimension the mask does not broadcast over (a [B, 1, 1, Sk] padding mask has B)."""
+    nqb = -(-a.Sq // 64) if a.m_sq else 1
+    hm = a.Hq if a.m_sh else 1
+    return (a.B if a.m_sb else 1) * hm * nqb, nqb, hm
 
 
 def _mask_map(a: _HostArgs, device: torch.device) -> torch.Tensor:
     """The buffer of the mask's tile map (csrc/attention/efta_mask_map.cu), zeroed, its pointers
-    and strides set in ``a``: one entry per 64 query rows along each query dimension the mask
-    does not broadcast over (so a [B, 1, 1, Sk] padding mask has B entries)."""
-    nqb = -(-a.Sq // 64) if a.m_sq else 1
-    hm = a.Hq if a.m_sh else 1
-    buf = torch.zeros(_map_blocks(a), 2, dtype=torch.int32, device=device)
+    and strides set in ``a``."""
+    blocks, nqb, hm = _map_geometry(a)
+    buf = torch.zeros(blocks, 2, dtype=torch.int32, device=device)
     a.mask_map = buf.data_ptr()
     a.mc_sb, a.mc_sh, a.mc_sq = hm * nqb if a.m_sb else 0, nqb if a.m_sh else 0, 1 if a.m_sq else 0
     return buf
@@ -515,7 +516,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         template, fn, [getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
         + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if masked else [-1, -1]),
         *_checksum_layout(template, dtype), shape[-1], heads_last, masked and not template.mask_bool,
-        _map_blocks(template) if masked else 0)
+        _map_geometry(template)[0] if masked else 0)
     return launch
 
 

@@ -29,7 +29,12 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..abft import gemm, injection
+
 _OPS = {"linear_global": 0, "linear_thread": 1, "linear_group": 2, "attention": 3}  # fastpath.cpp's Op
+
+
+_loaded = None  # the extension once module() built and loaded it (checked on the ops' hot path)
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,25 +56,25 @@ def module():
         return None
     for name, op in _OPS.items():
         mod.set_body(op, library.BODIES[name][0])
-    from ..abft import injection
     injection.on_change(lambda armed: mod.set_enabled(not armed))
     mod.set_enabled(not injection.armed())
+    global _loaded
+    _loaded = mod
     return mod
 
 
 def loaded():
     """The extension if it is already loaded (no build), else None."""
-    return module() if module.cache_info().currsize else None
+    return _loaded
 
 
 def offer(launch, persistent: Sequence[torch.Tensor]) -> None:
     """Hand a launch plan of cuda_gemm (its ``spec``) to the C++ call running this op's body.
     ``persistent``: the weights and biases the plan's guards watch, in the op's order."""
-    mod = loaded()
-    spec = getattr(launch, "spec", None)
-    if mod is None or spec is None or not mod.in_body():
+    mod = _loaded
+    if mod is None or not mod.in_body() or getattr(launch, "spec", None) is None:
         return
-    from ..abft import gemm
+    spec = launch.spec
     owners = [gemm.owner(t) for t in persistent]
     mod.offer(spec.block, spec.fn, spec.off_x, spec.off_y, spec.off_xsum, spec.off_xstat, spec.xs_bytes,
               spec.xstat_delta, spec.n, spec.ldy, list(spec.keep), list(persistent), owners)
@@ -77,10 +82,10 @@ def offer(launch, persistent: Sequence[torch.Tensor]) -> None:
 
 def offer_attention(launch) -> None:
     """The same for a cuda_attention plan (its ``spec``; no weights to guard)."""
-    mod = loaded()
-    spec = getattr(launch, "spec", None)
-    if mod is None or spec is None or not mod.in_body():
+    mod = _loaded
+    if mod is None or not mod.in_body() or getattr(launch, "spec", None) is None:
         return
+    spec = launch.spec
     mod.offer_attention(spec.block, spec.fn, spec.offsets, spec.cs_bytes, spec.kn_at, spec.vc_at, spec.dv,
                         spec.heads_last, spec.mask_float, spec.map_pairs, [])
 
