@@ -11,6 +11,7 @@ from torch.fx import GraphModule
 
 from ftcompile.cost import attention_cost, numel
 
+from .causal_mask import CAUSAL_MASK_NOTE, is_constant_causal
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
 from .common import replace_attention, scalar, shape_str, unrepeat_kv
 
@@ -28,6 +29,8 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         enable_gqa = bool(arg(node, 7, "enable_gqa", False))
         k, v, enable_gqa, unrepeated = unrepeat_kv(q, k, v, enable_gqa)
         fq, fk, fv, fm = fake(q), fake(k), fake(v), fake(mask)
+        # HF's causal mask, built from constants in the graph: read as is_causal by our op
+        causal_mask = not is_causal and is_constant_causal(mask, fq, fk)
 
         blocker = None
         if scalar(dropout_p) is None or scalar(dropout_p) != 0.0:
@@ -40,14 +43,18 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             blocker = "attn_mask is not a tensor"
 
         name = ctx.unique(module_path(node) or node.name)
+        read_mask = fm is not None and not causal_mask
         cost = attention_cost(fq.shape, fk.shape, fv.shape, fq.dtype,
-                              numel(fm.shape) if fm is not None else 0,
-                              fm.element_size() if fm is not None else 0)
+                              numel(fm.shape) if read_mask else 0, fm.element_size() if read_mask else 0)
         record = decide(ctx, "attention", "sdpa", name, fq.dtype, cost,
                         shape_str(fq, fk, fv) + (f" mask{shape_str(fm)}" if fm is not None else "")
                         + (" causal" if is_causal else ""), blocker)
         if record.scheme != "efta":
             continue
+        if causal_mask:
+            mask, is_causal = None, True
+            record.reason += "; " + CAUSAL_MASK_NOTE
+            counters["attention_causal_mask"] += 1
         replace_attention(gm, ctx, node, record, q, k, v, mask, is_causal, scale, enable_gqa, (), unrepeated)
         counters["attention_sdpa"] += 1
     return gm

@@ -19,6 +19,7 @@ from torch.fx import GraphModule, Node
 
 from ftcompile.cost import attention_cost, numel
 
+from .causal_mask import CAUSAL_MASK_NOTE, is_constant_causal
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
                      replace_attention, scalar, shape_str, unrepeat_kv)
@@ -173,7 +174,10 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             blocker = f"q, k, v dtypes differ ({fq.dtype}, {fkt.dtype}, {fv.dtype})"
         elif fq.dim() < 3:
             blocker = "attention operands must be at least 3-D (batch, seq, dim)"
-        mask_numel = sum(numel(fake(t).shape) for t, _ in terms)
+        # HF's causal mask, built from constants in the graph and added unscaled: is_causal
+        causal_mask = len(terms) == 1 and terms[0][1] == 1.0 and \
+            is_constant_causal(terms[0][0], fq, fkt.transpose(-2, -1))
+        mask_numel = 0 if causal_mask else sum(numel(fake(t).shape) for t, _ in terms)
         cost = attention_cost(fq.shape, fkt.transpose(-2, -1).shape, fv.shape, fq.dtype,
                               mask_numel, fq.element_size())
         shapes = shape_str(fq, fkt.transpose(-2, -1), fv) + (f" +{len(terms)} term(s)" if terms else "")
@@ -182,9 +186,14 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         k, kt_node = _key_of(gm, kt, out)
         k, v, gqa, unrepeated = unrepeat_kv(q, k, v, False)
-        mask = _sum_terms(gm, terms, out)
+        if causal_mask:
+            mask = None
+            record.reason += "; " + CAUSAL_MASK_NOTE
+            counters["attention_causal_mask"] += 1
+        else:
+            mask = _sum_terms(gm, terms, out)
         dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else [])
-        replace_attention(gm, ctx, out, record, q, k, v, mask, False, scale, gqa, dead, unrepeated,
+        replace_attention(gm, ctx, out, record, q, k, v, mask, causal_mask, scale, gqa, dead, unrepeated,
                           out_dtype=fo.dtype, in_dtype=fq.dtype)
         counters["attention_softmax"] += 1
     return gm

@@ -387,3 +387,80 @@ def test_repeated_kv_reach_the_op_unrepeated_with_enable_gqa(sdpa):
     assert not [n for gm in graphs for n in gm.graph.nodes if n.op == "call_method" and n.target == "expand"]
     report = ftcompile.explain(model, q, k, v, mask)
     assert "read before repeat_kv" in report.records[0].reason
+
+
+class BuiltMask(nn.Module):
+    """SDPA with a mask the forward builds, as HF transformers 5.x do under torch.compile."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, q, k, v, pad):
+        sq, sk = q.shape[-2], k.shape[-2]
+        qi = torch.arange(sq)[None, None, :, None]
+        ki = torch.arange(sk)[None, None, None, :]
+        if self.kind == "hf-bool":  # transformers' sdpa_mask: kv_idx <= q_idx, expanded over the batch
+            mask = (ki <= qi).expand(q.shape[0], -1, sq, sk)
+        elif self.kind == "float-min":  # the additive form with the dtype's lowest value
+            mask = torch.where(ki <= qi, 0.0, torch.finfo(q.dtype).min)
+        elif self.kind == "float-inf":
+            mask = torch.zeros(sq, sk).masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(1), float("-inf"))
+        elif self.kind == "offset":  # a cache's offset: bottom-right, not is_causal's top-left
+            mask = ki <= qi + (sk - sq)
+        elif self.kind == "window":  # a sliding window: constant, but not causal
+            mask = (ki <= qi) & (ki > qi - 4)
+        elif self.kind == "padding":  # depends on an input
+            mask = (ki <= qi) & pad[:, None, None, :]
+        elif self.kind == "random":  # causal, through an op the pass does not evaluate
+            mask = (ki <= qi) | (torch.rand(sq, sk) > 2.0)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("kind,causal", [("hf-bool", True), ("float-min", True), ("float-inf", True),
+                                         ("offset", False), ("window", False), ("padding", False),
+                                         ("random", False)])
+def test_constant_causal_mask_runs_as_is_causal(kind, causal):
+    """A mask computed from constants alone that keeps exactly is_causal's keys reaches the op as
+    is_causal (no mask); a mask from an input, another pattern or an op the pass does not
+    evaluate reaches it as it is. The output equals eager's either way."""
+    sk = 14 if kind == "offset" else 10
+    q, k, v = torch.randn(2, 4, 10, 16), torch.randn(2, 4, sk, 16), torch.randn(2, 4, sk, 16)
+    pad = torch.ones(2, sk, dtype=torch.bool)
+    pad[1, -3:] = False
+    model = BuiltMask(kind)
+    counters.clear()
+    with torch.no_grad():
+        expected = model(q, k, v, pad)
+    out, graphs = compile_capture(model, q, k, v, pad)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    node = ft_nodes(graphs, ATT)[0]
+    assert (node.args[3] is None, node.args[4]) == ((True, True) if causal else (False, False))
+    assert counters["attention_causal_mask"] == int(causal)
+    if causal:  # the mask's nodes are gone with it
+        assert not [n for gm in graphs for n in gm.graph.nodes if n.target in (torch.arange, torch.where)]
+        assert "constant equal to is_causal" in ftcompile.explain(model, q, k, v, pad).records[0].reason
+
+
+@pytest.mark.parametrize("offset", [0, 3])
+def test_constant_causal_mask_of_hand_written_attention_runs_as_is_causal(offset):
+    """The eager form (scores * scale + mask, softmax, @ v) with HF's float causal mask: the same
+    rewrite where the mask is is_causal's (offset 0), none where its diagonal is shifted."""
+
+    class M(nn.Module):
+        def forward(self, q, k, v):
+            qi = torch.arange(q.shape[-2])[:, None]
+            ki = torch.arange(k.shape[-2])[None, :]
+            mask = torch.where(ki <= qi + offset, torch.tensor(0.0), torch.finfo(q.dtype).min)
+            p = F.softmax(torch.matmul(q, k.transpose(-1, -2)) * 0.25 + mask, dim=-1)
+            return torch.matmul(p, v)
+
+    q, k, v = torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16)
+    counters.clear()
+    with torch.no_grad():
+        expected = M()(q, k, v)
+    out, graphs = compile_capture(M(), q, k, v)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    node = ft_nodes(graphs, ATT)[0]
+    assert (node.args[3] is None, node.args[4]) == ((True, True) if offset == 0 else (False, False))
+    assert counters["attention_softmax"] == 1 and counters["attention_causal_mask"] == int(offset == 0)

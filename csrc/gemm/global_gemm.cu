@@ -43,7 +43,8 @@
 // them; 0 in every build the package makes. 1: no verification (tickets only; tile-local check:
 // no check), 2: no x statistics in the k-loop (tile-local: no max / min), 4: no output row sums,
 // 8: no correction (flagged rows only counted), 16: the tile-local check's wgmma without its 8
-// checksum columns (n192 / n128; with 1). Earlier bits, measured and removed (NOTES_gemm.md):
+// checksum columns (n192 / n128; with 1), 32: the tile-local check without its end-of-call report of
+// non-finite inputs (every CTA's returning atomic on one word). Earlier bits, measured and removed (NOTES_gemm.md):
 // tickets by one acq_rel atomic (8), the weighted dot out of the statistics (16, how they are
 // since run 20), proxies of a tile-local check (32-2048, runs 18a-c: commit 2052c06).
 #ifndef FTG_ABLATE
@@ -1206,8 +1207,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     __syncwarp();  // the warp's list entries (and its stored tiles) to every lane
     if (nfix) fix_tile_rows<T, BN>(args, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix, lane);
     // non-finite inputs: once per call, each CTA reporting once
-    named_bar_sync(1, 256);
-    if (ct == 0) count_nonfinite_once(args, sm.bad != 0, (int)gridDim.x, Ws(args.ws, args.ws_rows).reports());
+    if constexpr (!(FTG_ABLATE & 32)) {
+      named_bar_sync(1, 256);
+      if (ct == 0) count_nonfinite_once(args, sm.bad != 0, (int)gridDim.x, Ws(args.ws, args.ws_rows).reports());
+    }
   } else if constexpr (PROTECT) {
     if (!(FTG_ABLATE & 8)) correct_flagged<T>(args, sm, ct);
   }
