@@ -6,7 +6,10 @@ the kernel libraries are the same in every tree (their build cache is shared).
 
     MODEL_AB_BASE=<tree> python benchmarks/model_ab.py [--only gpt2,1x2048] [--rounds 2]
 
-<tree>: a path ("base"), or "name=path;name2=path2"; the working tree runs as "tree".
+<tree>: a path ("base"), or "name=path;name2=path2", holding ftcompile/ and passes/ (e.g. `git archive
+HEAD ftcompile passes | tar -x -C <tree>`); the working tree runs as "tree". A tree without csrc/
+gets the working tree's ops/cuda.py (a link), so that it builds and finds the working tree's kernels, and
+ftcompile/passes as a link to its passes/ (the editable install maps ftcompile.passes to the cwd's).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ def child(tag: str, only: str) -> str:
     return f"""
 import os, sys, torch
 sys.path[:0] = [os.environ["PYTHONPATH"], os.path.join(os.getcwd(), "benchmarks")]  # the tree before the cwd
-import ftcompile, passes
+import ftcompile, ftcompile.passes as passes
 from bench_models import CONFIGS, build
 from ftcompile.timing import median_ms
 print("# {tag}", ftcompile.__file__, passes.__file__, flush=True)
@@ -51,6 +54,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     trees = {**snapshot_bases("MODEL_AB_BASE"), "tree": os.getcwd()}
+    for path in trees.values():
+        cuda_py = os.path.join(path, "ftcompile", "ops", "cuda.py")
+        if not os.path.isdir(os.path.join(path, "csrc")) and not os.path.islink(cuda_py):
+            os.replace(cuda_py, cuda_py + ".orig")  # the kernels are the working tree's (one build cache)
+            os.symlink(os.path.join(os.getcwd(), "ftcompile", "ops", "cuda.py"), cuda_py)
+        inner = os.path.join(path, "ftcompile", "passes")
+        if not os.path.exists(inner):  # else ftcompile.passes resolves, through the editable install, to the cwd's
+            os.symlink(os.path.join("..", "passes"), inner)
     lines = run_alternating(trees, "PYTHONPATH", lambda tag: child(tag, args.only), rounds=args.rounds)
     print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): free (?P<free>[\d.]+) graphs (?P<graphs>[\d.]+)",
                   ["free", "graphs"], list(trees)))
