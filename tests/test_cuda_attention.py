@@ -108,6 +108,7 @@ CASES = {
     "causal": dict(causal=True, sq=200, sk=200),
     "causal-rect": dict(causal=True, sq=100, sk=300),
     "bool-mask": dict(mask="bool"),
+    "causal-padding": dict(causal=True, sq=200, sk=200, mask="padding"),  # a padded batch of a causal model
     "float-mask": dict(mask="float"),
     "gqa": dict(hq=4, hk=2),
     "scale": dict(scale=0.05),
@@ -146,6 +147,9 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     mask = None
     if c.get("mask") == "bool":
         mask = torch.rand(b, 1, sq, sk, generator=gen, device="cuda") > 0.3
+    elif c.get("mask") == "padding":  # [B, 1, 1, Sk], the second sequence's last 40 keys padding
+        mask = torch.ones(b, 1, 1, sk, dtype=torch.bool, device="cuda")
+        mask[1, ..., -40:] = False
     elif c.get("mask") == "float":
         mask = torch.randn(sq, sk, generator=gen, device="cuda").to(dtype)
         mask[5, ::3] = float("-inf")

@@ -107,6 +107,27 @@ def test_attention_matches_sdpa(case, dtype):
     assert _stats("attn")["detected"] == 0
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_attention_with_mask_and_is_causal_keeps_the_keys_both_keep(kind):
+    """The op takes a mask and is_causal together (a padding mask beside a causal model's
+    diagonal; SDPA's backends differ there, some refuse it): forward and gradients are SDPA's with
+    the mask and the diagonal joined into one mask."""
+    sid = site("attn-mask-causal", "attention")
+    q, k, v = (torch.randn(2, 4, 12, 16, requires_grad=True) for _ in range(3))
+    pad = torch.ones(2, 1, 1, 12, dtype=torch.bool)
+    pad[1, ..., 9:] = False
+    mask = pad if kind == "bool" else torch.zeros(2, 1, 1, 12).masked_fill(~pad, float("-inf"))
+    tril = torch.ones(12, 12, dtype=torch.bool).tril()
+    joined = pad & tril if kind == "bool" else mask.masked_fill(~tril, float("-inf"))
+    out = torch.ops.ftcompile.attention(q, k, v, mask, True, None, False, sid)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=joined)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    for got, want in zip(grads, torch.autograd.grad(ref.sum(), (q, k, v))):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert _stats("attn-mask-causal")["detected"] == 0
+
+
 def test_fully_masked_rows_give_zero_like_sdpa():
     sid = site("attn-masked", "attention")
     q, k, v = torch.randn(1, 2, 5, 16), torch.randn(1, 2, 7, 16), torch.randn(1, 2, 7, 16)

@@ -257,10 +257,15 @@ def _attention_setup(ctx, inputs, output):
 
 def _attention_backward(ctx, grad):
     q, k, v, mask = ctx.saved_tensors
+    causal = ctx.is_causal
+    if causal and mask is not None:  # the op takes both (keys kept by both); SDPA takes one
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        mask = mask & keep if mask.dtype == torch.bool else mask.masked_fill(~keep, float("-inf"))
+        causal = False
     with torch.enable_grad():
         qd, kd, vd = (t.detach().requires_grad_() for t in (q, k, v))
         out = torch.nn.functional.scaled_dot_product_attention(
-            qd, kd, vd, attn_mask=mask, is_causal=ctx.is_causal,
+            qd, kd, vd, attn_mask=mask, is_causal=causal,
             scale=ctx.scale, enable_gqa=ctx.enable_gqa)
         gq, gk, gv = torch.autograd.grad(out, (qd, kd, vd), grad)
     return gq, gk, gv, None, None, None, None, None, None
