@@ -38,8 +38,10 @@ _METHODS = {
 }
 # What explain adds to a site's reason where its mask was read as is_causal.
 CAUSAL_MASK_NOTE = "its mask is a constant equal to is_causal: run as is_causal (no mask reads)"
-# Evaluated at compile time only up to this many mask elements (Sq * Sk): past it the mask stays.
+# Evaluated at compile time only up to this many mask elements (Sq * Sk), and where no step of its
+# computation holds more than MAX_BYTES: past either the mask stays.
 MAX_ELEMENTS = 1 << 26
+MAX_BYTES = 1 << 28
 MAX_NODES = 64
 
 
@@ -57,6 +59,11 @@ def _ancestry(node: Node) -> Optional[list]:
                   (n.op == "call_method" and n.target in _METHODS)
         if not allowed:
             return None
+        value = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(value, torch.Tensor):
+            nbytes = value.untyped_storage().nbytes()
+            if not isinstance(nbytes, int) or nbytes > MAX_BYTES:  # (symbolic: a dynamic shape)
+                return None
         stack.extend(n.all_input_nodes)
     return [n for n in node.graph.nodes if n in seen]
 

@@ -464,3 +464,17 @@ def test_constant_causal_mask_of_hand_written_attention_runs_as_is_causal(offset
     node = ft_nodes(graphs, ATT)[0]
     assert (node.args[3] is None, node.args[4]) == ((True, True) if offset == 0 else (False, False))
     assert counters["attention_softmax"] == 1 and counters["attention_causal_mask"] == int(offset == 0)
+
+
+def test_causal_mask_of_a_dynamic_length_is_kept():
+    """Symbolic lengths: the mask is not a constant the pass can evaluate, so it stays a mask."""
+    model = BuiltMask("hf-bool")
+    counters.clear()
+    for s in (10, 12):
+        q, k, v = torch.randn(2, 4, s, 16), torch.randn(2, 4, s, 16), torch.randn(2, 4, s, 16)
+        pad = torch.ones(2, s, dtype=torch.bool)
+        with torch.no_grad():
+            expected = model(q, k, v, pad)
+        out, graphs = compile_capture(model, q, k, v, pad, dynamic=True)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert counters["attention_causal_mask"] == 0 and ft_nodes(graphs, ATT)[0].args[3] is not None
