@@ -29,8 +29,6 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         enable_gqa = bool(arg(node, 7, "enable_gqa", False))
         k, v, enable_gqa, unrepeated = unrepeat_kv(q, k, v, enable_gqa)
         fq, fk, fv, fm = fake(q), fake(k), fake(v), fake(mask)
-        # HF's causal mask, built from constants in the graph: read as is_causal by our op
-        causal_mask = not is_causal and is_constant_causal(mask, fq, fk)
 
         blocker = None
         if scalar(dropout_p) is None or scalar(dropout_p) != 0.0:
@@ -42,6 +40,8 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         elif mask is not None and fm is None:
             blocker = "attn_mask is not a tensor"
 
+        # HF's causal mask, built from constants in the graph: read as is_causal by our op
+        causal_mask = blocker is None and not is_causal and is_constant_causal(mask, fq, fk)
         name = ctx.unique(module_path(node) or node.name)
         read_mask = fm is not None and not causal_mask
         cost = attention_cost(fq.shape, fk.shape, fv.shape, fq.dtype,

@@ -175,7 +175,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         elif fq.dim() < 3:
             blocker = "attention operands must be at least 3-D (batch, seq, dim)"
         # HF's causal mask, built from constants in the graph and added unscaled: is_causal
-        causal_mask = len(terms) == 1 and terms[0][1] == 1.0 and \
+        causal_mask = blocker is None and len(terms) == 1 and terms[0][1] == 1.0 and \
             is_constant_causal(terms[0][0], fq, fkt.transpose(-2, -1))
         mask_numel = 0 if causal_mask else sum(numel(fake(t).shape) for t, _ in terms)
         cost = attention_cost(fq.shape, fkt.transpose(-2, -1).shape, fv.shape, fq.dtype,
