@@ -349,6 +349,17 @@ def test_attention_output_in_heads_last_memory_only_where_the_model_transposes_i
         assert node.args[-1] is True and node.meta["val"].stride() == (9 * 4 * 16, 16, 4 * 16, 1)
 
 
+def compiled_attention(model, *args, **compile_kw):
+    """Compile model through backend="ft" (counters cleared first), check its output against eager's,
+    and return the attention op's node and the graphs."""
+    counters.clear()
+    with torch.no_grad():
+        expected = model(*args)
+    out, graphs = compile_capture(model, *args, **compile_kw)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    return ft_nodes(graphs, ATT)[0], graphs
+
+
 def repeat_kv(kv, n):
     """HF's repeat_kv, as transformers writes it."""
     b, h, s, d = kv.shape
@@ -376,12 +387,7 @@ def test_repeated_kv_reach_the_op_unrepeated_with_enable_gqa(sdpa):
     q, k, v = torch.randn(2, 8, 9, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 16)
     mask = torch.randn(9, 11)
     model = GroupedHeads(sdpa)
-    counters.clear()
-    with torch.no_grad():
-        expected = model(q, k, v, mask)
-    out, graphs = compile_capture(model, q, k, v, mask)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    node = ft_nodes(graphs, ATT)[0]
+    node, graphs = compiled_attention(model, q, k, v, mask)
     assert node.args[6] is True and tuple(node.args[1].meta["example_value"].shape) == (2, 2, 11, 16)
     assert counters["attention_gqa_unrepeated"] == 1
     assert not [n for gm in graphs for n in gm.graph.nodes if n.op == "call_method" and n.target == "expand"]
@@ -429,12 +435,7 @@ def test_constant_causal_mask_runs_as_is_causal(kind, causal):
     pad = torch.ones(2, sk, dtype=torch.bool)
     pad[1, -3:] = False
     model = BuiltMask(kind)
-    counters.clear()
-    with torch.no_grad():
-        expected = model(q, k, v, pad)
-    out, graphs = compile_capture(model, q, k, v, pad)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    node = ft_nodes(graphs, ATT)[0]
+    node, graphs = compiled_attention(model, q, k, v, pad)
     assert (node.args[3] is None, node.args[4]) == ((True, True) if causal else (False, False))
     assert counters["attention_causal_mask"] == int(causal)
     if causal:  # the mask's nodes are gone with it
@@ -456,25 +457,13 @@ def test_constant_causal_mask_of_hand_written_attention_runs_as_is_causal(offset
             return torch.matmul(p, v)
 
     q, k, v = torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16)
-    counters.clear()
-    with torch.no_grad():
-        expected = M()(q, k, v)
-    out, graphs = compile_capture(M(), q, k, v)
-    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    node = ft_nodes(graphs, ATT)[0]
+    node, _ = compiled_attention(M(), q, k, v)
     assert (node.args[3] is None, node.args[4]) == ((True, True) if offset == 0 else (False, False))
     assert counters["attention_softmax"] == 1 and counters["attention_causal_mask"] == int(offset == 0)
 
 
 def test_causal_mask_of_a_dynamic_length_is_kept():
     """Symbolic lengths: the mask is not a constant the pass can evaluate, so it stays a mask."""
-    model = BuiltMask("hf-bool")
-    counters.clear()
-    for s in (10, 12):
-        q, k, v = torch.randn(2, 4, s, 16), torch.randn(2, 4, s, 16), torch.randn(2, 4, s, 16)
-        pad = torch.ones(2, s, dtype=torch.bool)
-        with torch.no_grad():
-            expected = model(q, k, v, pad)
-        out, graphs = compile_capture(model, q, k, v, pad, dynamic=True)
-        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
-    assert counters["attention_causal_mask"] == 0 and ft_nodes(graphs, ATT)[0].args[3] is not None
+    q, k, v = torch.randn(2, 4, 10, 16), torch.randn(2, 4, 10, 16), torch.randn(2, 4, 10, 16)
+    node, _ = compiled_attention(BuiltMask("hf-bool"), q, k, v, torch.ones(2, 10, dtype=torch.bool), dynamic=True)
+    assert counters["attention_causal_mask"] == 0 and node.args[3] is not None
