@@ -11,7 +11,7 @@ from torch.fx import GraphModule
 
 from ftcompile.cost import attention_cost, numel
 
-from .causal_mask import CAUSAL_MASK_NOTE, is_constant_causal
+from .causal_mask import is_constant_causal
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
 from .common import replace_attention, scalar, shape_str, unrepeat_kv
 
@@ -51,10 +51,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                         + (" causal" if is_causal else ""), blocker)
         if record.scheme != "efta":
             continue
-        if causal_mask:
-            mask, is_causal = None, True
-            record.reason += "; " + CAUSAL_MASK_NOTE
-            counters["attention_causal_mask"] += 1
-        replace_attention(gm, ctx, node, record, q, k, v, mask, is_causal, scale, enable_gqa, (), unrepeated)
+        replace_attention(gm, ctx, node, record, q, k, v, mask, is_causal, scale, enable_gqa, (), unrepeated,
+                          causal_from_mask=causal_mask)
         counters["attention_sdpa"] += 1
     return gm

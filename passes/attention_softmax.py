@@ -19,7 +19,7 @@ from torch.fx import GraphModule, Node
 
 from ftcompile.cost import attention_cost, numel
 
-from .causal_mask import CAUSAL_MASK_NOTE, is_constant_causal
+from .causal_mask import is_constant_causal
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
                      replace_attention, scalar, shape_str, unrepeat_kv)
@@ -186,15 +186,10 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
             continue
         k, kt_node = _key_of(gm, kt, out)
         k, v, gqa, unrepeated = unrepeat_kv(q, k, v, False)
-        if causal_mask:
-            mask = None
-            record.reason += "; " + CAUSAL_MASK_NOTE
-            counters["attention_causal_mask"] += 1
-        else:
-            mask = _sum_terms(gm, terms, out)
+        mask = None if causal_mask else _sum_terms(gm, terms, out)
         dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else [])
-        replace_attention(gm, ctx, out, record, q, k, v, mask, causal_mask, scale, gqa, dead, unrepeated,
-                          out_dtype=fo.dtype, in_dtype=fq.dtype)
+        replace_attention(gm, ctx, out, record, q, k, v, mask, False, scale, gqa, dead, unrepeated,
+                          out_dtype=fo.dtype, in_dtype=fq.dtype, causal_from_mask=causal_mask)
         counters["attention_softmax"] += 1
     return gm
 

@@ -18,6 +18,8 @@ import torch
 from torch.fx import Node
 from torch.fx.node import map_arg
 
+from .common import fake
+
 # Ops a constant mask is built from (HF's sdpa_mask and the classic tril / where forms).
 _FUNCTIONS = {
     torch.arange, torch.tensor, torch.scalar_tensor, torch.ones, torch.zeros, torch.full, torch.tril,
@@ -36,8 +38,6 @@ _METHODS = {
     "masked_fill", "tril", "triu", "le", "lt", "ge", "gt", "eq", "ne", "add", "sub", "mul",
     "logical_and", "logical_or", "logical_not", "__and__", "__or__", "__invert__",
 }
-# What explain adds to a site's reason where its mask was read as is_causal.
-CAUSAL_MASK_NOTE = "its mask is a constant equal to is_causal: run as is_causal (no mask reads)"
 # Evaluated at compile time only up to this many mask elements (Sq * Sk), and where no step of its
 # computation holds more than MAX_BYTES: past either the mask stays.
 MAX_ELEMENTS = 1 << 26
@@ -59,8 +59,8 @@ def _ancestry(node: Node) -> Optional[list]:
                   (n.op == "call_method" and n.target in _METHODS)
         if not allowed:
             return None
-        value = n.meta.get("example_value", n.meta.get("val"))
-        if isinstance(value, torch.Tensor):
+        value = fake(n)
+        if value is not None:
             nbytes = value.untyped_storage().nbytes()
             if not isinstance(nbytes, int) or nbytes > MAX_BYTES:  # (symbolic: a dynamic shape)
                 return None
@@ -100,9 +100,8 @@ def is_constant_causal(mask: Any, q: Optional[torch.Tensor], k: Optional[torch.T
     above it."""
     if not isinstance(mask, Node) or q is None or k is None:
         return False
-    fm = mask.meta.get("example_value", mask.meta.get("val"))
-    shapes = [getattr(t, "shape", ()) for t in (fm, q, k)]
-    if not isinstance(fm, torch.Tensor) or not all(isinstance(s, int) for shape in shapes for s in shape):
+    fm = fake(mask)
+    if fm is None or not all(isinstance(s, int) for t in (fm, q, k) for s in t.shape):
         return False
     key = (tuple(q.shape), tuple(k.shape))  # every layer of a model shares one mask: evaluated once
     memo = mask.meta.setdefault("ft_causal", {})
