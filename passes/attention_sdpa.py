@@ -11,7 +11,7 @@ from torch.fx import GraphModule
 
 from ftcompile.cost import attention_cost, numel
 
-from .causal_mask import is_constant_causal
+from .causal_mask import read_causal
 from .common import PassContext, SDPA, arg, counters, decide, fake, is_call, mark, module_path
 from .common import replace_attention, scalar, shape_str, unrepeat_kv
 
@@ -40,18 +40,19 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         elif mask is not None and fm is None:
             blocker = "attn_mask is not a tensor"
 
-        # HF's causal mask, built from constants in the graph: read as is_causal by our op
-        causal_mask = blocker is None and not is_causal and is_constant_causal(mask, fq, fk)
+        # HF's causal mask, built from constants in the graph (alone or and-ed with a padding mask):
+        # read as is_causal by our op
+        causal = None if blocker is not None or is_causal else read_causal(mask, fq, fk)
         name = ctx.unique(module_path(node) or node.name)
-        read_mask = fm is not None and not causal_mask
+        read = fm if causal is None else fake(causal.rest)
         cost = attention_cost(fq.shape, fk.shape, fv.shape, fq.dtype,
-                              numel(fm.shape) if read_mask else 0, fm.element_size() if read_mask else 0)
+                              numel(read.shape) if read is not None else 0, read.element_size() if read is not None else 0)
         record = decide(ctx, "attention", "sdpa", name, fq.dtype, cost,
                         shape_str(fq, fk, fv) + (f" mask{shape_str(fm)}" if fm is not None else "")
                         + (" causal" if is_causal else ""), blocker)
         if record.scheme != "efta":
             continue
         replace_attention(gm, ctx, node, record, q, k, v, mask, is_causal, scale, enable_gqa, (), unrepeated,
-                          causal_from_mask=causal_mask)
+                          causal=causal)
         counters["attention_sdpa"] += 1
     return gm

@@ -19,7 +19,7 @@ from torch.fx import GraphModule, Node
 
 from ftcompile.cost import attention_cost, numel
 
-from .causal_mask import is_constant_causal
+from .causal_mask import CausalMask, is_constant_causal
 from .common import (ADDS, CASTS, DIVS, DROPOUT, MATMUL_METHODS, MATMULS, MULS, SOFTMAX,
                      PassContext, arg, counters, decide, fake, is_call, mark, module_path,
                      replace_attention, scalar, shape_str, unrepeat_kv)
@@ -189,7 +189,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         mask = None if causal_mask else _sum_terms(gm, terms, out)
         dead = [*reversed(fwd), softmax, *back, scores] + ([kt_node] if kt_node else [])
         replace_attention(gm, ctx, out, record, q, k, v, mask, False, scale, gqa, dead, unrepeated,
-                          out_dtype=fo.dtype, in_dtype=fq.dtype, causal_from_mask=causal_mask)
+                          out_dtype=fo.dtype, in_dtype=fq.dtype, causal=CausalMask() if causal_mask else None)
         counters["attention_softmax"] += 1
     return gm
 

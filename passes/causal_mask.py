@@ -6,12 +6,17 @@ that depends on no input, so its value is known when the graph is compiled. Wher
 SDPA's is_causal pattern (top-left: query i sees keys 0..i), the attention reads it as is_causal:
 no mask tensor, no tile map kernel per call, no masked-tile loads (NOTES.md, session 45).
 
+A padded batch's mask is the same constant causal mask and-ed with the padding mask (a [B, 1, 1, Sk]
+input): there the op takes is_causal with the padding factor alone as its mask, so the diagonal
+tiles are masked by index and the tile map scans B x Sk values, not B x Sq x Sk.
+
 Only a short list of pure tensor ops is evaluated here; anything else (an input, a parameter, a
 buffer, a random op, a symbolic size) keeps the mask as it is.
 """
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -36,8 +41,13 @@ _METHODS = {
     "expand", "expand_as", "view", "reshape", "unsqueeze", "squeeze", "contiguous", "clone", "transpose",
     "permute", "to", "float", "half", "bfloat16", "bool", "long", "int", "type_as",
     "masked_fill", "tril", "triu", "le", "lt", "ge", "gt", "eq", "ne", "add", "sub", "mul",
-    "logical_and", "logical_or", "logical_not", "__and__", "__or__", "__invert__",
+    "logical_and", "logical_or", "logical_not", "__and__", "__or__", "__invert__", "new_ones", "new_zeros",
+    "new_full",
 }
+# A bool mask's conjunction, and the methods that hand a bool mask on with its values unchanged.
+_AND_FUNCTIONS = {operator.and_, torch.logical_and, torch.bitwise_and}
+_AND_METHODS = {"__and__", "logical_and", "bitwise_and"}
+_SAME_VALUES = {"expand", "expand_as", "contiguous", "clone", "to"}
 # Evaluated at compile time only up to this many mask elements (Sq * Sk), and where no step of its
 # computation holds more than MAX_BYTES: past either the mask stays.
 MAX_ELEMENTS = 1 << 26
@@ -93,21 +103,56 @@ def _compact(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
+@dataclass(frozen=True)
+class CausalMask:
+    """An attention mask read as is_causal and ``rest``: None where the mask is is_causal's alone,
+    else the node of the mask's other factor (a padding mask), which the op then takes as its mask."""
+    rest: Optional[Node] = None
+
+
+def read_causal(mask: Any, q: Optional[torch.Tensor], k: Optional[torch.Tensor]) -> Optional[CausalMask]:
+    """How ``mask`` (a graph node; q and k the fake query and key) reads as is_causal, if it does:
+    the whole mask a constant equal to is_causal's, or a bool conjunction of such constants and one
+    other factor (HF's padded batches: ``(kv <= q) & padding[b, kv]``). None otherwise."""
+    if is_constant_causal(mask, q, k):
+        return CausalMask()
+    rest = causal_padding_factor(mask, q, k)
+    return None if rest is None else CausalMask(rest)
+
+
 def is_constant_causal(mask: Any, q: Optional[torch.Tensor], k: Optional[torch.Tensor]) -> bool:
     """True where ``mask`` (a graph node) is computed from constants alone, broadcasts to the
     scores of q and k, and keeps exactly the keys is_causal keeps: 0 (float) or True (bool) on
     and below the top-left diagonal, -inf or the dtype's lowest value (float) or False (bool)
     above it."""
-    if not isinstance(mask, Node) or q is None or k is None:
-        return False
-    fm = fake(mask)
-    if fm is None or not all(isinstance(s, int) for t in (fm, q, k) for s in t.shape):
+    if not _static_shapes(mask, q, k):
         return False
     key = (tuple(q.shape), tuple(k.shape))  # every layer of a model shares one mask: evaluated once
     memo = mask.meta.setdefault("ft_causal", {})
     if key not in memo:
-        memo[key] = _is_causal(mask, fm, q, k)
+        memo[key] = _is_causal(mask, fake(mask), q, k)
     return memo[key]
+
+
+def causal_padding_factor(mask: Any, q: Optional[torch.Tensor], k: Optional[torch.Tensor]) -> Optional[Node]:
+    """Where ``mask`` (a bool graph node, possibly expanded or moved) is a conjunction whose factors
+    but one are constants that together keep exactly is_causal's keys, that one factor's node (it
+    broadcasts to the scores of q and k); None otherwise. The op keeps the keys both is_causal and
+    its mask keep, so is_causal with that factor as the mask keeps what the whole mask keeps."""
+    if not _static_shapes(mask, q, k) or fake(mask).dtype != torch.bool:
+        return None
+    key = (tuple(q.shape), tuple(k.shape))
+    memo = mask.meta.setdefault("ft_causal_factor", {})
+    if key not in memo:
+        memo[key] = _padding_factor(mask, q, k)
+    return memo[key]
+
+
+def _static_shapes(mask: Any, q: Optional[torch.Tensor], k: Optional[torch.Tensor]) -> bool:
+    if not isinstance(mask, Node) or q is None or k is None:
+        return False
+    fm = fake(mask)
+    return fm is not None and all(isinstance(s, int) for t in (fm, q, k) for s in t.shape)
 
 
 def _is_causal(mask: Node, fm: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> bool:
@@ -131,5 +176,60 @@ def _is_causal(mask: Node, fm: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -
         blocked = (value == float("-inf")) | (value <= torch.finfo(value.dtype).min)
         if not bool((keep | blocked).all()):
             return False
-    causal = torch.ones(sq, sk, dtype=torch.bool, device=value.device).tril()
-    return bool(torch.equal(keep, causal.expand_as(keep))) if keep.shape[-2:] == (sq, sk) else False
+    return _keeps_causal(keep, sq, sk)
+
+
+def _keeps_causal(keep: torch.Tensor, sq: int, sk: int) -> bool:
+    """keep (bool, its expanded dimensions compacted) is is_causal's top-left pattern over [sq, sk]."""
+    if keep.shape[-2:] != (sq, sk):
+        return False
+    causal = torch.ones(sq, sk, dtype=torch.bool, device=keep.device).tril()
+    return bool(torch.equal(keep, causal.expand_as(keep)))
+
+
+def _factors(node: Node) -> list:
+    """The factors of a bool conjunction (node itself where it is none), looking through the
+    methods that hand a mask on unchanged (expand, a device move, ...) to reach it."""
+    inner = node
+    while inner.op == "call_method" and inner.target in _SAME_VALUES and isinstance(inner.args[0], Node) \
+            and _is_bool(inner.args[0]):
+        inner = inner.args[0]
+    is_and = (inner.op == "call_function" and inner.target in _AND_FUNCTIONS) or \
+             (inner.op == "call_method" and inner.target in _AND_METHODS)
+    if is_and and len(inner.args) == 2 and not inner.kwargs and \
+            all(isinstance(a, Node) and _is_bool(a) for a in inner.args):
+        return _factors(inner.args[0]) + _factors(inner.args[1])
+    return [node]
+
+
+def _is_bool(node: Node) -> bool:
+    value = fake(node)
+    return value is not None and value.dtype == torch.bool
+
+
+def _padding_factor(mask: Node, q: torch.Tensor, k: torch.Tensor) -> Optional[Node]:
+    sq, sk = q.shape[-2], k.shape[-2]
+    if sq * sk > MAX_ELEMENTS:
+        return None
+    factors = _factors(mask)
+    rest = [f for f in factors if _ancestry(f) is None]
+    constants = [f for f in factors if f not in rest]
+    if len(rest) != 1 or not constants:
+        return None
+    scores = tuple(q.shape[:-1]) + (sk,)
+    try:
+        if torch.broadcast_shapes(tuple(fake(rest[0]).shape), scores) != scores:
+            return None
+        values = [_evaluate(f) for f in constants]
+        if any(v is None or v.dtype != torch.bool for v in values):
+            return None
+        keep = values[0]
+        for v in values[1:]:
+            keep = keep & v
+        if keep.dim() > len(scores) or torch.broadcast_shapes(tuple(keep.shape), scores) != scores:
+            return None
+        keep = _compact(keep)
+        keep = keep.expand(*keep.shape[:-2], sq, sk) if keep.dim() >= 2 else keep.expand(sq, sk)
+    except Exception:  # noqa: BLE001  (anything unexpected keeps the mask: never a wrong answer)
+        return None
+    return rest[0] if _keeps_causal(_compact(keep), sq, sk) else None

@@ -263,19 +263,25 @@ def unrepeat_kv(q: Any, k: Any, v: Any, enable_gqa: bool):
 def replace_attention(gm: GraphModule, ctx: PassContext, node: Node, record: SiteRecord, q: Node, k: Node, v: Node,
                       mask: Any, is_causal: bool, scale: Any, enable_gqa: bool, dead: Sequence[Node],
                       unrepeated: Sequence[Node], out_dtype: Optional[torch.dtype] = None,
-                      in_dtype: Optional[torch.dtype] = None, causal_from_mask: bool = False) -> None:
+                      in_dtype: Optional[torch.dtype] = None, causal: Any = None) -> None:
     """The attention op in node's place (both attention passes): K and V read before repeat_kv
     where ``unrepeated`` holds that chain's nodes (erased with ``dead``), is_causal in place of a
-    constant causal mask (``causal_from_mask``: passes/causal_mask.py), and the output in
+    constant causal mask or of its factor in a padded batch's mask (``causal``, a CausalMask of
+    passes/causal_mask.py), and the output in
     [B, S, H, D] memory (heads_last) where the model transposes it back and no cast follows; each
     noted in the site's reason or the counters."""
     if unrepeated:
         record.reason += "; K and V read before repeat_kv (grouped heads in the kernel)"
         counters["attention_gqa_unrepeated"] += 1
-    if causal_from_mask:
+    if causal is not None and causal.rest is None:
         mask, is_causal = None, True
         record.reason += "; its mask is a constant equal to is_causal: run as is_causal (no mask reads)"
         counters["attention_causal_mask"] += 1
+    elif causal is not None:
+        mask, is_causal = causal.rest, True
+        record.reason += ("; its mask is a constant causal mask and-ed with a padding mask: run as is_causal "
+                          f"with the padding mask{shape_str(fake(causal.rest))} alone")
+        counters["attention_causal_padding"] += 1
     site = register_site(ctx, record)
     heads_last = out_dtype == in_dtype and transposed_back(node)
     new = replace(gm, node, torch.ops.ftcompile.attention.default,

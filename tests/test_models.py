@@ -8,6 +8,7 @@ import torch
 import ftcompile
 from ftcompile import FaultDetected, FaultSpec, inject
 from ftcompile.passes import counters
+from ftcompile.passes.common import fake
 from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
 
 transformers = pytest.importorskip("transformers")
@@ -280,3 +281,26 @@ def test_llama_with_a_padding_mask_reads_kv_before_repeat_kv(impl):
     assert counters["attention_gqa_unrepeated"] == 2
     atts = ft_nodes(graphs, torch.ops.ftcompile.attention.default)
     assert [n.args[6] for n in atts] == [True, True]  # enable_gqa
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_padded_batch_of_a_causal_model_runs_is_causal_with_the_padding_mask(name, side):
+    """HF builds a padded batch's mask as (kv <= q) & padding[b, kv] ([B, 1, S, S]); the pass hands
+    EFTA is_causal and the [B, 1, 1, S] padding factor instead (passes/causal_mask.py), and the
+    output equals eager's, also where left padding leaves a query row no key."""
+    model = build(name, "sdpa")
+    ids, mask = torch.randint(0, VOCAB, (2, 24)), torch.ones(2, 24, dtype=torch.long)
+    mask[1, 16:] = 0 if side == "right" else 1
+    mask[1, :8] = 0 if side == "left" else 1
+    counters.clear()
+
+    def run(ids, mask):
+        return first(model(input_ids=ids, attention_mask=mask))
+    with torch.no_grad():
+        expected = run(ids, mask)
+    out, graphs = compile_capture(run, ids, mask)
+    torch.testing.assert_close(out, expected, rtol=TOL, atol=TOL)
+    assert counters["attention_causal_padding"] == 2
+    atts = ft_nodes(graphs, torch.ops.ftcompile.attention.default)
+    assert [(tuple(fake(n.args[3]).shape), n.args[4]) for n in atts] == [((2, 1, 1, 24), True)] * 2

@@ -1,5 +1,6 @@
 """Pattern matching on small hand-written modules (no inductor)."""
 import math
+import operator
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 
 import ftcompile
 from ftcompile.passes import counters
+from ftcompile.passes.common import fake
 from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
 
 ATT = torch.ops.ftcompile.attention.default
@@ -416,31 +418,55 @@ class BuiltMask(nn.Module):
             mask = ki <= qi + (sk - sq)
         elif self.kind == "window":  # a sliding window: constant, but not causal
             mask = (ki <= qi) & (ki > qi - 4)
-        elif self.kind == "padding":  # depends on an input
+        elif self.kind == "padding":  # a padded batch: causal and a [B, 1, 1, Sk] factor from an input
             mask = (ki <= qi) & pad[:, None, None, :]
+        elif self.kind == "hf-padding":  # transformers' sdpa_mask with a padding mask, as 5.17 traces it
+            b = torch.arange(q.shape[0])[:, None, None, None]
+            mask = (qi.new_ones((), dtype=torch.bool) & (ki <= qi).to(q.device) & pad[b, ki].to(q.device))
+            mask = mask.expand(q.shape[0], -1, sq, sk)
+        elif self.kind == "window-padding":  # constant factors that are not causal: kept
+            mask = (ki <= qi) & (ki > qi - 4) & pad[:, None, None, :]
+        elif self.kind == "two-inputs":  # two factors from inputs: kept
+            mask = (ki <= qi) & pad[:, None, None, :] & pad[:, None, :sq, None]
+        elif self.kind == "offset-padding":  # bottom-right causal and padding: kept
+            mask = (ki <= qi + (sk - sq)) & pad[:, None, None, :]
         elif self.kind == "random":  # causal, through an op the pass does not evaluate
             mask = (ki <= qi) | (torch.rand(sq, sk) > 2.0)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-@pytest.mark.parametrize("kind,causal", [("hf-bool", True), ("float-min", True), ("float-inf", True),
-                                         ("offset", False), ("window", False), ("padding", False),
-                                         ("random", False)])
-def test_constant_causal_mask_runs_as_is_causal(kind, causal):
+@pytest.mark.parametrize("kind,reading", [
+    ("hf-bool", "causal"), ("float-min", "causal"), ("float-inf", "causal"), ("offset", None), ("window", None),
+    ("random", None), ("padding", "split"), ("hf-padding", "split"), ("window-padding", None),
+    ("two-inputs", None), ("offset-padding", None)])
+@pytest.mark.parametrize("padded", ["right", "left"])
+def test_constant_causal_mask_runs_as_is_causal(kind, reading, padded):
     """A mask computed from constants alone that keeps exactly is_causal's keys reaches the op as
-    is_causal (no mask); a mask from an input, another pattern or an op the pass does not
-    evaluate reaches it as it is. The output equals eager's either way."""
-    sk = 14 if kind == "offset" else 10
+    is_causal (no mask); a padded batch's mask, such constants and-ed with one factor from an input,
+    as is_causal with that factor alone as the mask; any other mask (another pattern, two inputs, an
+    op the pass does not evaluate) as it is. The output equals eager's either way, also where left
+    padding leaves a query row no key."""
+    sk = 14 if kind in ("offset", "offset-padding") else 10
     q, k, v = torch.randn(2, 4, 10, 16), torch.randn(2, 4, sk, 16), torch.randn(2, 4, sk, 16)
     pad = torch.ones(2, sk, dtype=torch.bool)
-    pad[1, -3:] = False
+    pad[1, -3:] = False if padded == "right" else True
+    pad[1, :3] = False if padded == "left" else True
     model = BuiltMask(kind)
     node, graphs = compiled_attention(model, q, k, v, pad)
-    assert (node.args[3] is None, node.args[4]) == ((True, True) if causal else (False, False))
-    assert counters["attention_causal_mask"] == int(causal)
-    if causal:  # the mask's nodes are gone with it
+    mask = node.args[3]
+    assert node.args[4] == (reading is not None)
+    assert counters["attention_causal_mask"] == int(reading == "causal")
+    assert counters["attention_causal_padding"] == int(reading == "split")
+    if reading == "causal":  # the mask's nodes are gone with it
+        assert mask is None
         assert not [n for gm in graphs for n in gm.graph.nodes if n.target in (torch.arange, torch.where)]
         assert "constant equal to is_causal" in ftcompile.explain(model, q, k, v, pad).records[0].reason
+    elif reading == "split":  # the op's mask is the padding factor: [B, 1, 1, Sk], no comparison left
+        assert tuple(fake(mask).shape) == (2, 1, 1, sk)
+        assert not [n for gm in graphs for n in gm.graph.nodes if n.target in (torch.le, operator.le)]
+        assert "and-ed with a padding mask" in ftcompile.explain(model, q, k, v, pad).records[0].reason
+    else:
+        assert mask is not None
 
 
 @pytest.mark.parametrize("offset", [0, 3])
