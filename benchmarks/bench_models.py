@@ -1,9 +1,11 @@
 """Whole models on the GPU: eager, inductor (default backend) and backend="ft" (inductor), each
 without and with CUDA graphs (mode="reduce-overhead"), the ANCHORS.md configurations, random
 weights. Prints a table of ms per forward and ft's overhead over inductor, measured in one run,
-and writes JSON + markdown under --out.
+and writes JSON + markdown under --out. --padded left|right: a padded batch (an attention mask
+keeping 100 % of the first sequence down to ~50 % of the last), as batched generation's prefill
+(left) or a classifier's batch (right) hands it over.
 
-    python benchmarks/bench_models.py --out benchmarks/results
+    python benchmarks/bench_models.py --out benchmarks/results [--only gpt2] [--padded left]
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="benchmarks/results")
     parser.add_argument("--only", default=None, help="substring of a config name")
+    parser.add_argument("--padded", choices=("left", "right"), default=None)
     args = parser.parse_args()
     import ftcompile
     from ftcompile.backend import collect
@@ -52,36 +55,45 @@ def main() -> None:
         torch.manual_seed(0)
         model = build(kind).eval().cuda().to(dtype)
         ids = torch.randint(0, 1000, (batch, seq), device="cuda")
+        kw, kept = {}, ...  # kept: the tokens compared (a padded query's output is nobody's contract)
+        if args.padded:
+            keep = torch.ones(batch, seq, dtype=torch.long, device="cuda")
+            for i in range(batch):  # sequence i keeps seq - i * seq / (2 batch) tokens
+                n = seq - i * seq // (2 * batch)
+                keep[i, n:] = 0 if args.padded == "right" else 1
+                keep[i, :seq - n] = 0 if args.padded == "left" else 1
+            kw, kept = {"attention_mask": keep}, keep.bool()
+            name = f"{name} padded {args.padded}"
         row = {"model": name}
         with torch.no_grad():
-            row["eager_ms"] = median_ms(lambda: model(ids))
+            row["eager_ms"] = median_ms(lambda: model(ids, **kw))
             torch._dynamo.reset()
             t0 = time.time()
             ind = torch.compile(model)
-            ref = ind(ids)  # the reference output (calling ind after the reset below recompiles)
+            ref = ind(ids, **kw)  # the reference output (calling ind after the reset below recompiles)
             row["inductor_compile_s"] = time.time() - t0
-            row["inductor_ms"] = median_ms(lambda: ind(ids))
+            row["inductor_ms"] = median_ms(lambda: ind(ids, **kw))
             torch._dynamo.reset()
             ftcompile.reset_stats()  # alarms are counted per model
             t0 = time.time()
             ft = torch.compile(model, backend="ft")
             with collect() as records:  # the site records of this compile (what explain reports)
-                out = ft(ids)
+                out = ft(ids, **kw)
             row["ft_compile_s"] = time.time() - t0
-            row["ft_ms"] = median_ms(lambda: ft(ids))
+            row["ft_ms"] = median_ms(lambda: ft(ids, **kw))
             first = lambda o: o[0] if isinstance(o, tuple) else (o.logits if hasattr(o, "logits") else o.last_hidden_state)
-            row["max_abs_diff_vs_inductor"] = (first(out).float() - first(ref).float()).abs().max().item()
+            row["max_abs_diff_vs_inductor"] = (first(out)[kept].float() - first(ref)[kept].float()).abs().max().item()
             # CUDA graphs (mode="reduce-overhead"), both backends: these models are host-bound
             # without them (one Python op call per site), so this pair compares the kernels.
             del ind, ft
             torch._dynamo.reset()
             ind_g = torch.compile(model, mode="reduce-overhead")
-            row["inductor_graphs_ms"] = median_ms(lambda: ind_g(ids))
+            row["inductor_graphs_ms"] = median_ms(lambda: ind_g(ids, **kw))
             torch._dynamo.reset()
             ft_g = torch.compile(model, backend="ft", mode="reduce-overhead")
             try:
-                row["ft_graphs_ms"] = median_ms(lambda: ft_g(ids))
-                row["max_abs_diff_graphs"] = (first(ft_g(ids)).float() - first(ref).float()).abs().max().item()
+                row["ft_graphs_ms"] = median_ms(lambda: ft_g(ids, **kw))
+                row["max_abs_diff_graphs"] = (first(ft_g(ids, **kw))[kept].float() - first(ref)[kept].float()).abs().max().item()
             except ftcompile.GraphCaptureError as exc:  # said, not hidden (NOTES.md)
                 row["ft_graphs_error"] = str(exc)
             del ind_g, ft_g
@@ -101,7 +113,8 @@ def main() -> None:
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "python": platform.python_version()}
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "models.json"), "w") as f:
+    stem = "models" + (f"_padded_{args.padded}" if args.padded else "")
+    with open(os.path.join(args.out, f"{stem}.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     lines = ["| model | eager ms | inductor ms | ft ms | ft / inductor | inductor, graphs ms | ft, graphs ms | "
              "ft / inductor, graphs | protected | left | schemes | max diff | max diff, graphs | false alarms |",
@@ -115,7 +128,7 @@ def main() -> None:
                      f"{r['sites_protected']} | {r['sites_left']} | "
                      f"{r['schemes']} | {r['max_abs_diff_vs_inductor']:.2e} | {diff_g} | {r['false_alarms']} |")
     table = "\n".join(lines)
-    with open(os.path.join(args.out, "models.md"), "w") as f:
+    with open(os.path.join(args.out, f"{stem}.md"), "w") as f:
         f.write(f"# Whole models on {meta['gpu']} (torch {meta['torch']}, CUDA {meta['cuda']})\n\n{table}\n")
     print(table)
 

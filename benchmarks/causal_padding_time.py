@@ -2,7 +2,9 @@
 HF's mask as it comes ((kv <= q) & padding[b, kv], a [B, 1, S, S] bool tensor, is_causal False),
 the pass's reading of it (is_causal with the [B, 1, 1, S] padding factor: passes/causal_mask.py),
 and is_causal alone on the same q, k, v (no padding: the floor); PyTorch SDPA with HF's mask for
-scale. The first two must agree bit for bit. NOTES.md, session 46.
+scale. The first two agree bit for bit where the same tiles take the masked path, and to 1-2 ulp
+with left padding, where the split's tiles after the first live one take the unmasked path (which
+rounds its exponentials differently). NOTES.md, session 46.
 
     python benchmarks/causal_padding_time.py [--out results/causal_padding_runXX.txt]
 """

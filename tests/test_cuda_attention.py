@@ -109,6 +109,7 @@ CASES = {
     "causal-rect": dict(causal=True, sq=100, sk=300),
     "bool-mask": dict(mask="bool"),
     "causal-padding": dict(causal=True, sq=200, sk=200, mask="padding"),  # a padded batch of a causal model
+    "causal-left-padding": dict(causal=True, sq=200, sk=200, mask="left-padding"),  # rows 0-39 see no key
     "float-mask": dict(mask="float"),
     "gqa": dict(hq=4, hk=2),
     "scale": dict(scale=0.05),
@@ -150,6 +151,9 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     elif c.get("mask") == "padding":  # [B, 1, 1, Sk], the second sequence's last 40 keys padding
         mask = torch.ones(b, 1, 1, sk, dtype=torch.bool, device="cuda")
         mask[1, ..., -40:] = False
+    elif c.get("mask") == "left-padding":  # the second sequence's first 40 keys padding
+        mask = torch.ones(b, 1, 1, sk, dtype=torch.bool, device="cuda")
+        mask[1, ..., :40] = False
     elif c.get("mask") == "float":
         mask = torch.randn(sq, sk, generator=gen, device="cuda").to(dtype)
         mask[5, ::3] = float("-inf")
@@ -158,8 +162,9 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     causal, scale, gqa = c.get("causal", False), c.get("scale"), hq != hk
     name = f"num-{case}-{d}-{kern}-{dtype}"
     sid = site(name, "attention")
-    ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64)
-    torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double() - ref).abs().max()
+    # a row with no key gives 0 (the op's contract, as PyTorch's math SDPA; other backends give NaN)
+    ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64).nan_to_num(0.0)
+    torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double().nan_to_num(0.0) - ref).abs().max()
     out = torch.ops.ftcompile.attention(q, k, v, mask, causal, scale, gqa, sid)
     assert _ran(kern)
     plain = ca.attention(q, k, v, mask, causal, scale, gqa, protect=False)
@@ -205,8 +210,9 @@ def test_causal_mask_tensor_runs_like_is_causal(d, kern, monkeypatch):
     torch_err = (_sdpa(q, k, v, None, True, None, True).double() - ref).abs().max()
     assert (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
     torch.testing.assert_close(out, causal, rtol=2.0 ** -7, atol=1e-5)
-    # per 64-row block: key tiles to visit, n_tiles - the first tile the mask is not all zero on
-    assert maps[0].tolist() == [[1, 5], [2, 4], [3, 3], [4, 2], [5, 1]]
+    # per 64-row block: key tiles to visit, n_tiles - the first tile the mask is not all zero on,
+    # n_tiles - the first live tile, the last tile the mask is not all zero on + 1
+    assert maps[0].tolist() == [[1, 5, 5, 5], [2, 4, 5, 5], [3, 3, 5, 5], [4, 2, 5, 5], [5, 1, 5, 5]]
     assert _stats(name)["detected"] == 0
 
 
@@ -229,15 +235,46 @@ def test_padding_mask_skips_padded_tiles(d, kern, monkeypatch):
     ref = _sdpa(q, k, v, mask, False, None, False, torch.float64)
     torch_err = (_sdpa(q, k, v, mask, False, None, False).double() - ref).abs().max()
     assert (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
-    # 320 keys: 5 tiles; length 150: 3 live, masked from tile 2; 128: 2 live, from tile 2 (all -inf)
-    assert maps[0].tolist() == [[5, 0], [3, 3], [2, 3]]
+    # 320 keys: 5 tiles; length 150: 3 live, masked from tile 2; 128: 2 live, from tile 2 (all -inf);
+    # every sequence live from tile 0, the last two masked through tile 4
+    assert maps[0].tolist() == [[5, 0, 5, 0], [3, 3, 5, 5], [2, 3, 5, 5]]
     assert _stats(name)["detected"] == 0
+
+
+@needs_gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d,kern", TILINGS)
+def test_left_padding_starts_at_the_first_live_tile(d, kern, causal, monkeypatch):
+    """A left-padded batch ([B, 1, 1, Sk] bool, as a padded causal model's mask reaches the op): the
+    map records each sequence's first live tile and the last tile the mask masks keys in; the wgmma
+    kernel starts there and takes the masked path on that tile alone. Outputs follow the 2x rule
+    (rows with no key: 0), equal the unprotected kernel's and raise no alarm."""
+    _use(kern, monkeypatch)
+    maps = _capture_mask_maps(monkeypatch)
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    q, k, v = _inputs(3, 4, 2, 320, 320, d, torch.bfloat16, gen)
+    starts = [0, 100, 200]  # padded keys before each sequence's first token
+    mask = (torch.arange(320, device="cuda")[None, :] >= torch.tensor(starts, device="cuda")[:, None])[:, None, None]
+    name = f"left-padding-{d}-{kern}-{causal}"
+    sid = site(name, "attention")
+    out = torch.ops.ftcompile.attention(q, k, v, mask, causal, None, True, sid)
+    assert _ran(kern)
+    plain = ca.attention(q, k, v, mask, causal, None, True, protect=False)
+    ref = _sdpa(q, k, v, mask, causal, None, True, torch.float64).nan_to_num(0.0)
+    torch_err = (_sdpa(q, k, v, mask, causal, None, True).double().nan_to_num(0.0) - ref).abs().max()
+    assert torch.isfinite(out).all() and (out.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    assert torch.equal(out, plain)
+    # 5 tiles: live from tile 0 / 1 / 3; keys masked in tiles up to 1 / 3 (+ 1)
+    assert maps[0].tolist() == [[5, 0, 5, 0], [5, 5, 4, 2], [5, 5, 2, 4]]
+    s = _stats(name)
+    assert s["checks"] == 1 and s["detected"] == 0 and s["nonfinite_inputs"] == 0
 
 
 def _reference_map(mask, sq, sk):
     """The tile map efta_mask_map.cu writes, from the mask itself: per (mask batch, mask head, 64
     query rows where the mask has query rows), [key tiles up to the last not all -inf, n_tiles -
-    the first tile where the mask adds anything but zero], 0 where there is none."""
+    the first tile where the mask adds anything but zero, n_tiles - the first not all -inf, the last
+    where the mask adds anything + 1], 0 where there is none."""
     keep = mask if mask.dtype == torch.bool else mask != float("-inf")
     adds = ~mask if mask.dtype == torch.bool else mask != 0  # NaN adds something too
     n_tiles = -(-sk // 64)
@@ -248,7 +285,9 @@ def _reference_map(mask, sq, sk):
                 live = [bool(keep[b, h, q0:q0 + 64, 64 * t:64 * t + 64].any()) for t in range(n_tiles)]
                 nz = [bool(adds[b, h, q0:q0 + 64, 64 * t:64 * t + 64].any()) for t in range(n_tiles)]
                 out.append([max([t + 1 for t in range(n_tiles) if live[t]], default=0),
-                            max([n_tiles - t for t in range(n_tiles) if nz[t]], default=0)])
+                            max([n_tiles - t for t in range(n_tiles) if nz[t]], default=0),
+                            max([n_tiles - t for t in range(n_tiles) if live[t]], default=0),
+                            max([t + 1 for t in range(n_tiles) if nz[t]], default=0)])
     return out
 
 

@@ -49,10 +49,13 @@ struct Params {
   int64_t m_sb, m_sh, m_sq, m_sk;
   int mask_bool;
   // The mask's tile map (efta_mask_map.cu; null: every tile up to the last takes the mask): per
-  // (mask batch, mask head, block of 64 query rows) two ints, the key tiles to visit (up to the
-  // last one not entirely -inf) and n_tiles - the first tile where the mask is not all zero (the
-  // tiles from there take the masked path). mc_*: strides in blocks of each query dimension (0
-  // where the mask broadcasts).
+  // (mask batch, mask head, block of 64 query rows) kMapFields ints: [0] the key tiles to visit (up
+  // to the last one not entirely -inf), [1] n_tiles - the first tile where the mask is not all zero
+  // (the tiles from there take the masked path), [2] n_tiles - the first tile not entirely -inf
+  // (the wgmma kernel starts there: a left-padded sequence's leading tiles), [3] the last tile where
+  // the mask is not all zero, plus one (where that ends before the tiles to visit do, the wgmma
+  // kernel takes the masked path only up to there). Each a maximum over zeros (0: no such tile).
+  // mc_*: strides in blocks of each query dimension (0 where the mask broadcasts).
   const int* mask_map;
   int64_t mc_sb, mc_sh, mc_sq;
   int B, Hq, Hk, Sq, Sk, causal, n_tiles;
@@ -73,10 +76,10 @@ struct Params {
   const InjRec* inj; int n_inj; float* inj_log;  // [n_inj][2]: before, after
 };
 
-// The mask's tile-map entry of (mask batch b, mask head h, 64-row block qb): [key tiles to visit,
-// n_tiles - the first tile where the mask is not all zero] (see Params::mask_map).
+// The mask's tile-map entry of (mask batch b, mask head h, 64-row block qb) (see Params::mask_map).
+constexpr int kMapFields = 4;
 __device__ __forceinline__ const int* map_entry(const Params& p, int b, int h, int qb) {
-  return p.mask_map + 2 * (b * p.mc_sb + h * p.mc_sh + qb * p.mc_sq);
+  return p.mask_map + kMapFields * (b * p.mc_sb + h * p.mc_sh + qb * p.mc_sq);
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {

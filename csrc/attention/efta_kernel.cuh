@@ -140,8 +140,9 @@ __device__ __forceinline__ int tiles_for(const Params& p, int b, int h, int r0, 
     if (p.causal) n = min(n, (min(r0 + rows, p.Sq) - 1) / kBlockN + 1);
     if (p.mask_map != nullptr) {  // past the mask's last live key tile every score is -inf: skipped
       int live = 1;  // a row masked whole still visits tile 0, as without the map
-      const int* mm = map_entry(p, b, h, 0);  // the entries of its 64-row blocks, mc_sq pairs apart
-      for (int qb = r0 >> 6; qb <= (min(r0 + rows, p.Sq) - 1) >> 6; ++qb) live = max(live, __ldg(mm + 2 * qb * p.mc_sq));
+      const int* mm = map_entry(p, b, h, 0);  // the entries of its 64-row blocks, mc_sq entries apart
+      for (int qb = r0 >> 6; qb <= (min(r0 + rows, p.Sq) - 1) >> 6; ++qb)
+        live = max(live, __ldg(mm + kMapFields * qb * p.mc_sq));
       n = min(n, live);
     }
     for (int r = 0; r < p.n_inj; ++r) {

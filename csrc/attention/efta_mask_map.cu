@@ -35,8 +35,9 @@ __device__ __forceinline__ void scan1(const Params& p, int64_t at, bool& nonzero
 }
 
 // One CTA per (key tile, 64-row block, mask batch x head): if any key is not -inf there, the
-// block's live count is >= t + 1; if the mask adds anything but zero there (NaN included), the
-// block's first masked tile is <= t (stored as n_tiles - t, so both are maxima over zeros).
+// block's live count is >= t + 1 and its first live tile <= t; if the mask adds anything but zero
+// there (NaN included), the block's first masked tile is <= t and its last >= t (firsts stored as
+// n_tiles - t, so every field is a maximum over zeros: Params::mask_map).
 // Rows contiguous along the keys and 16-byte aligned are read 16 bytes at a time (one byte per
 // load made the kernel element-bound: 17 us per 2048 x 2048 bool mask, NOTES_attention.md);
 // chunks past Sk, and other layouts, element by element.
@@ -62,8 +63,8 @@ __global__ void __launch_bounds__(kThreads) mask_map_kernel(const __grid_constan
   live = __syncthreads_or(live);
   if (threadIdx.x == 0) {
     int* map = const_cast<int*>(map_entry(p, bm, hm, qb));
-    if (live) atomicMax(map, t + 1);
-    if (nonzero) atomicMax(map + 1, p.n_tiles - t);
+    if (live) atomicMax(map, t + 1), atomicMax(map + 2, p.n_tiles - t);
+    if (nonzero) atomicMax(map + 1, p.n_tiles - t), atomicMax(map + 3, t + 1);
   }
 }
 

@@ -162,14 +162,51 @@ struct Ring {
   uint64_t* empty;
 };
 
-// A consumer warpgroup's pass over its key tiles (ring positions pos0 ...). kHooks: the instantiation
+// kPad builds (a mask with one row per (batch, head), mc_sq == 0): the mask's one map entry per
+// (batch, head) (Params::mask_map), read once, 16 bytes. (Read field by field, the consumers'
+// bounds below made a chain of dependent loads before their first tile: run 52c.)
+__device__ __forceinline__ int4 pad_entry(const Params& p, int b, int h) {
+  return __ldg(reinterpret_cast<const int4*>(map_entry(p, b, h, 0)));
+}
+
+// The first key tile the CTA whose rows start at i0 visits (the ring's first), from its map entry
+// e: the first tile with a live key (a left-padded sequence's leading tiles are all -inf), at most
+// the first consumer warpgroup's last tile (tiles_for: its n is the CTA's least; a row masked whole
+// still visits one); 0 where a fault is injected.
+__device__ __forceinline__ int first_tile(const Params& p, const int4& e, int i0) {
+  if (p.n_inj > 0 || e.z == 0) return 0;
+  int n0 = min(p.n_tiles, max(e.x, 1));
+  if (p.causal) n0 = min(n0, (min(i0 + 64, p.Sq) - 1) / kBlockN + 1);
+  return max(0, min(p.n_tiles - e.z, n0 - 1));
+}
+
+// The masked tiles of the warp whose rows start at wrow0, visiting [t0, n): t < (the return value)
+// or t >= mfrom. masked_from's bound, or, where the mask's masked tiles [nz_from, nz_end) end before
+// the visited ones do and fewer of them lie in [t0, nz_end) than in [nz_from, n) (a left-padded
+// sequence: its first live tile alone), nz_end below and the diagonal / partial tile above. Every
+// visited tile where the mask masks anything lies in [nz_from, nz_end), so either takes it masked.
+__device__ __forceinline__ int pad_masked_bounds(const Params& p, const int4& e, int wrow0, int t0, int n,
+                                                 int& mfrom) {
+  int from = p.n_tiles, to = 0;
+  if (p.Sk % kBlockN != 0) from = p.n_tiles - 1;
+  if (p.causal) from = min(from, wrow0 / kBlockN);
+  if (e.y != 0) {
+    const int nz_from = p.n_tiles - e.y;
+    if (e.w - t0 < n - nz_from) to = e.w;
+    else from = min(from, nz_from);
+  }
+  mfrom = from;
+  return to;
+}
+
+// A consumer warpgroup's pass over its key tiles t0 ... n - 1 (ring positions pos0 ...). kHooks: the instantiation
 // that applies fault injections (first attempt of a warpgroup a fault targets); the other carries none.
 // a1, alarm_t: this thread's alarm record and the warp's first alarmed tile (-1: none): written on
 // the first attempt, compared with the tile's recomputation on the second.
 template <typename T, int D, bool kProtect, bool kHooks>
 __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, const Ring& ring,
-                                        int n, int mfrom, int pos0, bool first, bool& nonfinite_in, Alarm1<1>* a1,
-                                        int& alarm_t) {
+                                        int t0, int n, int mfrom, int mto, int pos0, bool first, bool& nonfinite_in,
+                                        Alarm1<1>* a1, int& alarm_t) {
   using L = Lay<D, kProtect>;
   constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
@@ -189,9 +226,9 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   uint32_t p_par = 0;
   // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
   // cost a spilled 64-bit base and its reload).
-  const float* kn = kProtect ? p.kn + tile_base * 4 + tq : nullptr;
+  const float* kn = kProtect ? p.kn + (tile_base + t0) * 4 + tq : nullptr;
 
-  for (int t = 0; t < n;) {
+  for (int t = t0; t < n;) {
     const uint64_t dks = desc_add(dk, slot * L::kStage);
     mbar_wait(&ring.kfull[slot], par);
     wgmma_fence();
@@ -234,7 +271,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
         });
     }
     TileOut<1> to;
-    const bool masked = t >= mfrom;
+    const bool masked = (t >= mfrom) | (t < mto);  // (one predicate of the two warp-uniform bounds)
     if (masked) {
       softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, kHooks);
       check_tile<kProtect, true>(s, sc, st.qtol, to, cx);
@@ -316,7 +353,15 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   nonfinite_in |= sticky;  // (measurement builds: keeps their checks' verdict live)
 }
 
-template <typename T, int D, bool kProtect>
+// kPad: the build for a mask with one row per (batch, head) (mc_sq == 0: a padding mask), which starts
+// at the first live tile and bounds the masked tiles from below too (first_tile, pad_masked_bounds);
+// the other build is the kernel without either (spill-free at d=64: ptxas counts 8-16 bytes of
+// spills in a build that holds t0 and mto for every call).
+// A measurement build (runs 52c-d): EFTA_PAD=0 never takes the kPad build.
+#ifndef EFTA_PAD
+#define EFTA_PAD 1
+#endif
+template <typename T, int D, bool kProtect, bool kPad>
 __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
                   const __grid_constant__ CUtensorMap tmV, const __grid_constant__ CUtensorMap tmKc,
@@ -364,9 +409,12 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   if (wg == 0) {
     if constexpr (kCons == 3) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     else asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    // The first tile any consumer warpgroup visits (< n_cta), found by each role after its
+    // setmaxnreg, so that nothing more is held through the role split.
+    const int t0 = kPad ? first_tile(p, pad_entry(p, b, h), i0) : 0;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool first = attempt == 0;
-      const int pos0 = attempt * n_cta;  // ring position of tile 0 in this attempt
+      const int pos0 = attempt * (n_cta - t0);  // ring position of tile t0 in this attempt
       // ------------------------------------------------------------ producer
       if (tid == 0) {
         if (first) {
@@ -377,8 +425,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
           if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
         }
-        for (int t = 0; t < n_cta; ++t) {
-          const int pos = pos0 + t, slot = pos % S;
+        for (int t = t0; t < n_cta; ++t) {
+          const int pos = pos0 + t - t0, slot = pos % S;
           if (pos >= S) mbar_wait(&ring.empty[slot], (uint32_t)(((pos / S) - 1) & 1));
           uint8_t* st = ring.base + slot * L::kStage;
           mbar_expect_tx(&ring.kfull[slot], L::kK);
@@ -406,12 +454,14 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   }
   if constexpr (kCons == 3) asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int4 pe = kPad ? pad_entry(p, b, h) : int4{0, 0, 0, 0};
+  const int t0 = kPad ? __shfl_sync(kFull, first_tile(p, pe, i0), 0) : 0;  // warp-uniform: a uniform register
   bool nonfinite_in = false;
   uint32_t redo = 0u;
   int alarm_t = -1;  // the warp's first alarmed tile (B25)
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
-    const int pos0 = attempt * n_cta;
+    const int pos0 = attempt * (n_cta - t0);
     bool rerun = false;
     // ------------------------------------------------------------ consumers
     const int c = wg - 1, wi = w & 3, row0 = i0 + 64 * c + 16 * wi;
@@ -451,15 +501,21 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     // The first masked tile, warp-uniform; through a shuffle the compiler knows it and keeps it in a
     // uniform register, so the tile loop's masked/unmasked branch is a uniform one (run 40b: d=64
     // -7..-8 % protected, -3..-4 % unprotected; without it the d=64 protected kernel spilled).
-    const int mfrom = __shfl_sync(kFull, masked_from(p, b, h, row0), 0);
+    int mfrom = 0, mto = 0;
+    if constexpr (kPad) mto = pad_masked_bounds(p, pe, row0, t0, n, mfrom);
+    else mfrom = masked_from(p, b, h, row0);
+    mfrom = __shfl_sync(kFull, mfrom, 0);
+    mto = __shfl_sync(kFull, mto, 0);
     if (kProtect && first && injected)
-      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, alarm_t);
+      consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
+                                        alarm_t);
     else
-      consume<T, D, kProtect, false>(st, p, cx, sq, ring, n, mfrom, pos0, first, nonfinite_in, a1, alarm_t);
+      consume<T, D, kProtect, false>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
+                                     alarm_t);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
-    for (int t = n; t < n_cta; ++t) {
-      const int slot = (pos0 + t) % S;
-      const uint32_t par = (uint32_t)(((pos0 + t) / S) & 1);
+    for (int t = kPad ? max(n, t0) : n; t < n_cta; ++t) {
+      const int slot = (pos0 + t - t0) % S;
+      const uint32_t par = (uint32_t)(((pos0 + t - t0) / S) & 1);
       mbar_wait(&ring.kfull[slot], par);
       mbar_wait(&ring.vfull[slot], par);
       __syncwarp();
@@ -480,16 +536,22 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   if constexpr (kProtect) report_call(p, nonfinite_in);
 }
 
-template <typename T, int D, bool kProtect>
-cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
+template <typename T, int D, bool kProtect, bool kPad>
+cudaError_t launch_build(const Params& p, const Maps& m, cudaStream_t stream) {
   using L = Lay<D, kProtect>;
-  if constexpr (kProtect && kAbl < 5) launch_prepass<T, D>(p, stream);
-  constexpr auto kern = &attn_fwd_sm90<T, D, kProtect>;
+  constexpr auto kern = &attn_fwd_sm90<T, D, kProtect, kPad>;
   if (cudaError_t e = sm90::allow_smem<kern>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
   // Protected: launched while the prepass finishes (programmatic dependent launch); its threads wait
   // for the prepass where they first read what it writes.
   return sm90::launch_ex(kern, grid, L::kThreadsH, L::kSmem, stream, 1, kProtect, m.q, m.k, m.v, m.kc, m.vc, p);
+}
+
+template <typename T, int D, bool kProtect>
+cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
+  if constexpr (kProtect && kAbl < 5) launch_prepass<T, D>(p, stream);
+  const bool pad = EFTA_PAD && p.mask_map != nullptr && p.mc_sq == 0;
+  return pad ? launch_build<T, D, kProtect, true>(p, m, stream) : launch_build<T, D, kProtect, false>(p, m, stream);
 }
 
 }  // namespace h90

@@ -58,10 +58,10 @@ struct Plan {
   int64_t xs_bytes = 0, xstat_delta = 0, n = 0, ldy = 0;
   // attention: offsets of q, k, v, o, K^c, the key norms, V^c, the mask and its tile map; the
   // checksum buffer (K^c, then the norms kn_at bytes in, V^c vc_at bytes in); o's last dimension
-  // and layout; the mask converted to fp32 (not bool) and its map's int32 pairs
+  // and layout; the mask converted to fp32 (not bool) and its map's entries (kMapFields int32 each)
   int64_t off_q = -1, off_k = -1, off_v = -1, off_o = -1, off_kc = -1, off_kn = -1, off_vc = -1;
   int64_t off_mask = -1, off_map = -1;
-  int64_t cs_bytes = 0, kn_at = 0, vc_at = 0, dv = 0, map_pairs = 0;
+  int64_t cs_bytes = 0, kn_at = 0, vc_at = 0, dv = 0, map_entries = 0;
   bool heads_last = false, mask_float = false;
 };
 
@@ -201,7 +201,7 @@ at::Tensor launch_attention(const Plan& p, const at::Tensor& q, const at::Tensor
     std::vector<int64_t> to(q.sizes().begin(), q.sizes().end());
     to.back() = k.size(-2);
     m4 = as4d((p.mask_float ? mask->to(at::kFloat) : *mask).expand(to));
-    map = at::zeros({p.map_pairs, 2}, q.options().dtype(at::kInt));
+    map = at::zeros({p.map_entries, 4}, q.options().dtype(at::kInt));  // kMapFields (efta_common.cuh)
     put_ptr(blk, p.off_mask, m4.data_ptr());
     put_ptr(blk, p.off_map, map.data_ptr());
   }
@@ -370,7 +370,7 @@ void offer(py::bytes block, int64_t fn, int64_t off_x, int64_t off_y, int64_t of
 
 // The same for a cuda_attention plan (no weights: nothing to guard).
 void offer_attention(py::bytes block, int64_t fn, std::vector<int64_t> offsets, int64_t cs_bytes, int64_t kn_at,
-                     int64_t vc_at, int64_t dv, bool heads_last, bool mask_float, int64_t map_pairs,
+                     int64_t vc_at, int64_t dv, bool heads_last, bool mask_float, int64_t map_entries,
                      std::vector<at::Tensor> keep) {
   TORCH_CHECK(offsets.size() == 9, "fastpath.offer_attention: q, k, v, o, kc, kn, vc, mask, mask_map offsets");
   auto p = std::make_shared<Plan>();
@@ -381,7 +381,7 @@ void offer_attention(py::bytes block, int64_t fn, std::vector<int64_t> offsets, 
   p->off_kc = offsets[4], p->off_kn = offsets[5], p->off_vc = offsets[6];
   p->off_mask = offsets[7], p->off_map = offsets[8];
   p->cs_bytes = cs_bytes, p->kn_at = kn_at, p->vc_at = vc_at, p->dv = dv;
-  p->heads_last = heads_last, p->mask_float = mask_float, p->map_pairs = map_pairs;
+  p->heads_last = heads_last, p->mask_float = mask_float, p->map_entries = map_entries;
   p->keep = std::move(keep);
   t_offer = std::move(p);
 }

@@ -48,6 +48,8 @@ from . import cuda, fastpath, layout, replay
 HEAD_DIMS = (64, 128)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
 ALARM_FIELDS = ("tile_alarms", "tile_faults", "final_alarms", "rowsum_alarms")
+# ints per entry of the mask's tile map (kMapFields, csrc/attention/efta_common.cuh)
+MAP_FIELDS = 4
 DEBUG_FIELDS = ("unified_ratio", "masked_ratio", "final_ratio", "rowsum_ratio")
 POLICIES = {p: i for i, p in enumerate(config.POLICIES)}  # csrc/common/codes.cuh
 STAGE_IDS = {s: i for i, s in enumerate(injection.ATTENTION_STAGES)}
@@ -350,7 +352,7 @@ def _mask_map(a: _HostArgs, device: torch.device) -> torch.Tensor:
     """The buffer of the mask's tile map (csrc/attention/efta_mask_map.cu), zeroed, its pointers
     and strides set in ``a``."""
     blocks, nqb, hm = _map_geometry(a)
-    buf = torch.zeros(blocks, 2, dtype=torch.int32, device=device)
+    buf = torch.zeros(blocks, MAP_FIELDS, dtype=torch.int32, device=device)
     a.mask_map = buf.data_ptr()
     a.mc_sb, a.mc_sh, a.mc_sq = hm * nqb if a.m_sb else 0, nqb if a.m_sh else 0, 1 if a.m_sq else 0
     return buf
