@@ -266,10 +266,9 @@ def replace_attention(gm: GraphModule, ctx: PassContext, node: Node, record: Sit
                       in_dtype: Optional[torch.dtype] = None, causal: Any = None) -> None:
     """The attention op in node's place (both attention passes): K and V read before repeat_kv
     where ``unrepeated`` holds that chain's nodes (erased with ``dead``), is_causal in place of a
-    constant causal mask or of its factor in a padded batch's mask (``causal``, a CausalMask of
-    passes/causal_mask.py), and the output in
-    [B, S, H, D] memory (heads_last) where the model transposes it back and no cast follows; each
-    noted in the site's reason or the counters."""
+    constant causal mask or of that factor of a padded batch's mask (``causal``, a CausalMask of
+    passes/causal_mask.py), and the output in [B, S, H, D] memory (heads_last) where the model
+    transposes it back and no cast follows; each noted in the site's reason or the counters."""
     if unrepeated:
         record.reason += "; K and V read before repeat_kv (grouped heads in the kernel)"
         counters["attention_gqa_unrepeated"] += 1
