@@ -58,10 +58,10 @@ struct Plan {
   int64_t xs_bytes = 0, xstat_delta = 0, n = 0, ldy = 0;
   // attention: offsets of q, k, v, o, K^c, the key norms, V^c, the mask and its tile map; the
   // checksum buffer (K^c, then the norms kn_at bytes in, V^c vc_at bytes in); o's last dimension
-  // and layout; the mask converted to fp32 (not bool) and its map's entries (kMapFields int32 each)
+  // and layout; the mask converted to fp32 (not bool) and its tile map's size in int32s
   int64_t off_q = -1, off_k = -1, off_v = -1, off_o = -1, off_kc = -1, off_kn = -1, off_vc = -1;
   int64_t off_mask = -1, off_map = -1;
-  int64_t cs_bytes = 0, kn_at = 0, vc_at = 0, dv = 0, map_entries = 0;
+  int64_t cs_bytes = 0, kn_at = 0, vc_at = 0, dv = 0, map_ints = 0;
   bool heads_last = false, mask_float = false;
 };
 
@@ -201,7 +201,7 @@ at::Tensor launch_attention(const Plan& p, const at::Tensor& q, const at::Tensor
     std::vector<int64_t> to(q.sizes().begin(), q.sizes().end());
     to.back() = k.size(-2);
     m4 = as4d((p.mask_float ? mask->to(at::kFloat) : *mask).expand(to));
-    map = at::zeros({p.map_entries, 4}, q.options().dtype(at::kInt));  // kMapFields (efta_common.cuh)
+    map = at::zeros({p.map_ints}, q.options().dtype(at::kInt));
     put_ptr(blk, p.off_mask, m4.data_ptr());
     put_ptr(blk, p.off_map, map.data_ptr());
   }
@@ -344,6 +344,15 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor&
 }
 
 // ---------------------------------------------------------------- the Python side's calls
+// A plan of the argument block `block` for the C launcher at address `fn`.
+std::shared_ptr<Plan> new_plan(const py::bytes& block, int64_t fn) {
+  auto p = std::make_shared<Plan>();
+  const std::string b = block;
+  p->block.assign(b.begin(), b.end());
+  p->fn = reinterpret_cast<int (*)(void*)>(fn);
+  return p;
+}
+
 // Called by the op's Python body (cuda_gemm) where it made or replayed a plan: kept for the
 // call running that body. guards: the weights and biases, in the op's order; owners: the tensor
 // whose version counter tells each one's change in place (abft.gemm.owner; none for an inference
@@ -352,10 +361,7 @@ void offer(py::bytes block, int64_t fn, int64_t off_x, int64_t off_y, int64_t of
            int64_t xs_bytes, int64_t xstat_delta, int64_t n, int64_t ldy, std::vector<at::Tensor> keep,
            std::vector<at::Tensor> guards, std::vector<at::Tensor> owners) {
   TORCH_CHECK(guards.size() == owners.size(), "fastpath.offer: one owner per guarded tensor");
-  auto p = std::make_shared<Plan>();
-  const std::string b = block;
-  p->block.assign(b.begin(), b.end());
-  p->fn = reinterpret_cast<int (*)(void*)>(fn);
+  auto p = new_plan(block, fn);
   p->off_x = off_x, p->off_y = off_y, p->off_xsum = off_xsum, p->off_xstat = off_xstat;
   p->xs_bytes = xs_bytes, p->xstat_delta = xstat_delta, p->n = n, p->ldy = ldy;
   p->keep = std::move(keep);
@@ -370,18 +376,15 @@ void offer(py::bytes block, int64_t fn, int64_t off_x, int64_t off_y, int64_t of
 
 // The same for a cuda_attention plan (no weights: nothing to guard).
 void offer_attention(py::bytes block, int64_t fn, std::vector<int64_t> offsets, int64_t cs_bytes, int64_t kn_at,
-                     int64_t vc_at, int64_t dv, bool heads_last, bool mask_float, int64_t map_entries,
+                     int64_t vc_at, int64_t dv, bool heads_last, bool mask_float, int64_t map_ints,
                      std::vector<at::Tensor> keep) {
   TORCH_CHECK(offsets.size() == 9, "fastpath.offer_attention: q, k, v, o, kc, kn, vc, mask, mask_map offsets");
-  auto p = std::make_shared<Plan>();
-  const std::string b = block;
-  p->block.assign(b.begin(), b.end());
-  p->fn = reinterpret_cast<int (*)(void*)>(fn);
+  auto p = new_plan(block, fn);
   p->off_q = offsets[0], p->off_k = offsets[1], p->off_v = offsets[2], p->off_o = offsets[3];
   p->off_kc = offsets[4], p->off_kn = offsets[5], p->off_vc = offsets[6];
   p->off_mask = offsets[7], p->off_map = offsets[8];
   p->cs_bytes = cs_bytes, p->kn_at = kn_at, p->vc_at = vc_at, p->dv = dv;
-  p->heads_last = heads_last, p->mask_float = mask_float, p->map_entries = map_entries;
+  p->heads_last = heads_last, p->mask_float = mask_float, p->map_ints = map_ints;
   p->keep = std::move(keep);
   t_offer = std::move(p);
 }

@@ -518,7 +518,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         template, fn, [getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
         + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if masked else [-1, -1]),
         *_checksum_layout(template, dtype), shape[-1], heads_last, masked and not template.mask_bool,
-        _map_geometry(template)[0] if masked else 0)
+        _map_geometry(template)[0] * MAP_FIELDS if masked else 0)
     return launch
 
 

@@ -87,7 +87,7 @@ def offer_attention(launch) -> None:
         return
     spec = launch.spec
     mod.offer_attention(spec.block, spec.fn, spec.offsets, spec.cs_bytes, spec.kn_at, spec.vc_at, spec.dv,
-                        spec.heads_last, spec.mask_float, spec.map_entries, [])
+                        spec.heads_last, spec.mask_float, spec.map_ints, [])
 
 
 def invalidate() -> None:
@@ -126,14 +126,14 @@ class Spec:
 class AttentionSpec:
     """The same for a cuda_attention plan: the byte offsets of q, k, v, o, K^c, the key norms, V^c,
     the mask and its tile map (-1: no mask); the checksum buffer's size and parts; o's last
-    dimension and layout; whether the mask is converted to fp32, and its map's entries."""
+    dimension and layout; whether the mask is converted to fp32, and its tile map's size in int32s."""
 
     def __init__(self, block: ctypes.Structure, fn, offsets: list, cs_bytes: int, kn_at: int, vc_at: int,
-                 dv: int, heads_last: bool, mask_float: bool, map_entries: int):
+                 dv: int, heads_last: bool, mask_float: bool, map_ints: int):
         self.block = bytes(block)
         self.fn = ctypes.cast(fn, ctypes.c_void_p).value
         self.offsets, self.cs_bytes, self.kn_at, self.vc_at = offsets, cs_bytes, kn_at, vc_at
-        self.dv, self.heads_last, self.mask_float, self.map_entries = dv, heads_last, mask_float, map_entries
+        self.dv, self.heads_last, self.mask_float, self.map_ints = dv, heads_last, mask_float, map_ints
 
 
 def field_offsets(struct: type) -> dict:
