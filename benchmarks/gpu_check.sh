@@ -4,7 +4,7 @@
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [host] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
-#                                                   [tilesmidm] [globalref]
+#                                                   [tilesmidm] [globalref] [shapes]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -15,7 +15,8 @@
 #    time by forced K split (benchmarks/split_sweep.py); tiles = its time at every tile width
 #    (benchmarks/tile_sweep.py; tilesmidm: on the thread table's M = 32-256 Llama rows, beside the
 #    thread kernel); globalref (after global, REF_LIB=path) = the global table with another library
-#    and both side by side (benchmarks/compare_global.py);
+#    and both side by side (benchmarks/compare_global.py); shapes = the attention op at zero-padded
+#    head dims and at decode shapes (benchmarks/attention_shapes.py);
 #    alone, it skips building the attention library)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -33,6 +34,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >> "$OUT/env.log" 
 python3 -c "import torch; torch._dynamo.lookup_backend('ft'); print('backend ft registered')" >> "$OUT/env.log" 2>&1
 
 stamp "build"
+# a build killed earlier on this machine leaves torch's lock, on which every later load waits forever
+find "$TORCH_EXTENSIONS_DIR" -name lock -delete 2>/dev/null
 : > "$OUT/build.log"
 ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
 [ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
@@ -55,6 +58,11 @@ for part in $parts; do
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
+    shapes) for set in headdims decode; do
+              timeout 240 python3 benchmarks/attention_shapes.py --set $set --out "$OUT/attention_$set.txt" \
+                > "$OUT/attention_$set.log" 2>&1
+              stamp "shapes $set rc=$?"
+            done ;;
     models) timeout 520 python3 benchmarks/bench_models.py --out "$OUT" > "$OUT/models.log" 2>&1
             stamp "models rc=$?" ;;
     host) timeout 200 python3 benchmarks/host_overhead.py --model --out "$OUT" > "$OUT/host_overhead.txt" 2>&1
@@ -108,3 +116,6 @@ cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/phases.log" ] && grep -vE "^\s*$|Warning|warn" "$OUT/phases.log" | tail -40
 [ -f "$OUT/global_compare.md" ] && cat "$OUT/global_compare.md"
 [ -f "$OUT/global/gemm_bench.md" ] && grep -E "^\| [0-9]" "$OUT/global/gemm_bench.md" | cut -d'|' -f2,3,5,6,7,8,9,10,11,12
+for set in headdims decode; do
+  [ -f "$OUT/attention_$set.log" ] && grep -E "^B[0-9]|Error|false alarms" "$OUT/attention_$set.log" | tail -26
+done

@@ -26,6 +26,8 @@ class DeviceSpec:
     match: Tuple[str, ...] = ()  # substrings of torch.cuda.get_device_name() that select it
     device_class: str = "gpu"  # "gpu" or "cpu": picks the e_max defaults
     measured: bool = False
+    # CUDA compute capability: ftcompile's kernels run on (9, 0) only (None: not known)
+    capability: Optional[Tuple[int, int]] = None
 
     def peak(self, dtype: torch.dtype) -> float:
         key = dtype_key(dtype)
@@ -48,23 +50,23 @@ def dtype_key(dtype: torch.dtype) -> str:
     return key
 
 
-def _gpu(name, fp32, tf32, fp16, bf16, bw_gbs, *match) -> DeviceSpec:
+def _gpu(name, cc, fp32, tf32, fp16, bf16, bw_gbs, *match) -> DeviceSpec:
     return DeviceSpec(name, {"fp32": fp32 * T, "tf32": tf32 * T, "fp16": fp16 * T, "bf16": bf16 * T},
-                      bw_gbs * G, tuple(match))
+                      bw_gbs * G, tuple(match), capability=cc)
 
 
 # Dense rates from the vendors' datasheets. T4 has no bf16 tensor cores: bf16 runs at the fp32 rate.
 DEVICE_TABLE: Dict[str, DeviceSpec] = {s.name: s for s in [
-    _gpu("T4", 8.1, 8.1, 65, 8.1, 320, "T4"),
-    _gpu("A10", 31.2, 62.5, 125, 125, 600, "A10"),
-    _gpu("L4", 30.3, 60, 121, 121, 300, "L4"),
-    _gpu("A100-40GB", 19.5, 156, 312, 312, 1555, "A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"),
-    _gpu("A100-80GB", 19.5, 156, 312, 312, 2039, "A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB"),
-    _gpu("H100-SXM", 67, 494.7, 989.4, 989.4, 3350, "H100 80GB HBM3", "H100 SXM"),
-    _gpu("H100-PCIe", 51, 378, 756, 756, 2000, "H100 PCIe"),
-    _gpu("H200", 67, 494.7, 989.4, 989.4, 4800, "H200"),
-    _gpu("L40S", 91.6, 183, 362, 362, 864, "L40S"),
-    _gpu("RTX4090", 82.6, 82.6, 165.2, 165.2, 1008, "RTX 4090"),
+    _gpu("T4", (7, 5), 8.1, 8.1, 65, 8.1, 320, "T4"),
+    _gpu("A10", (8, 6), 31.2, 62.5, 125, 125, 600, "A10"),
+    _gpu("L4", (8, 9), 30.3, 60, 121, 121, 300, "L4"),
+    _gpu("A100-40GB", (8, 0), 19.5, 156, 312, 312, 1555, "A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"),
+    _gpu("A100-80GB", (8, 0), 19.5, 156, 312, 312, 2039, "A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB"),
+    _gpu("H100-SXM", (9, 0), 67, 494.7, 989.4, 989.4, 3350, "H100 80GB HBM3", "H100 SXM"),
+    _gpu("H100-PCIe", (9, 0), 51, 378, 756, 756, 2000, "H100 PCIe"),
+    _gpu("H200", (9, 0), 67, 494.7, 989.4, 989.4, 4800, "H200"),
+    _gpu("L40S", (8, 9), 91.6, 183, 362, 362, 864, "L40S"),
+    _gpu("RTX4090", (8, 9), 82.6, 82.6, 165.2, 165.2, 1008, "RTX 4090"),
     # A nominal two-socket-class CPU core budget; used when the graph runs on the CPU. Selection on
     # CPU is a dry run of what a GPU would do: pass device="H100" (etc.) to model a real target.
     DeviceSpec("cpu", {"fp32": 1.0 * T, "tf32": 1.0 * T, "fp16": 1.0 * T, "bf16": 1.0 * T,
@@ -116,7 +118,8 @@ def measure(device_index: int = 0) -> DeviceSpec:
         base = for_cuda_name(torch.cuda.get_device_name(dev)).name
     except ValueError:  # not in the table: the measurement is all there is
         base = "gpu"
-    return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True)
+    return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True,
+                      capability=torch.cuda.get_device_capability(dev))
 
 
 def resolve(device: Union[None, str, DeviceSpec], tensor_device: Optional[torch.device]) -> DeviceSpec:

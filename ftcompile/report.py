@@ -26,6 +26,7 @@ class SiteRecord:
     site_id: Optional[int] = None
     measured: Dict[str, float] = field(default_factory=dict)  # profile mode: scheme -> ms
     group: Optional[str] = None  # the group site whose one GEMM computes this layer (linear_group)
+    runs: str = "-"  # a protected site on the target: kernel | reference | unknown (ops/support.py)
 
     @property
     def protected(self) -> bool:
@@ -63,6 +64,10 @@ class FTReport:
         return [r for r in self.records if not r.protected]
 
     @property
+    def on_reference(self) -> List[SiteRecord]:
+        return [r for r in self.records if r.protected and r.runs == "reference"]
+
+    @property
     def aggregate_intensity(self) -> float:
         flops = sum(r.flops or 0 for r in self.records)
         nbytes = sum(r.bytes or 0 for r in self.records)
@@ -80,15 +85,17 @@ class FTReport:
             reason = r.reason
             rows.append([r.name, r.kind, r.op, r.shapes, r.dtype, _si(r.flops),
                          _si(r.bytes), _num(r.intensity, ".1f"), _num(r.cmr, ".0f"),
-                         r.scheme, reason])
+                         r.scheme, r.runs, reason])
         table = tabulate(rows, headers=["site", "kind", "op", "shapes", "dtype", "FLOPs", "bytes",
-                                        "intensity", "CMR", "scheme", "reason"], tablefmt="simple")
+                                        "intensity", "CMR", "scheme", "runs", "reason"], tablefmt="simple")
         lines = [
             f"ftcompile.explain on {self.device}",
             table,
             "",
             f"sites: {len(self.records)}  protected: {len(self.protected)}  left unprotected: "
             f"{len(self.unprotected)}",
+            *([f"protected sites the target runs on the reference op (no CUDA kernel takes the call): "
+               f"{len(self.on_reference)}"] if self.on_reference and self.device != "cpu" else []),
             f"aggregate intensity (sum FLOPs / sum bytes): {self.aggregate_intensity:.1f} FLOP/B",
             f"graphs: {self.graph_count}  graph breaks: {self.graph_breaks}",
         ]

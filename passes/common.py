@@ -15,7 +15,7 @@ from ftcompile import telemetry
 from ftcompile.config import FTConfig
 from ftcompile.cost import Cost
 from ftcompile.hardware import DeviceSpec
-from ftcompile.ops import layout
+from ftcompile.ops import layout, support
 from ftcompile.report import SiteRecord
 from ftcompile.selection import SUPPORTED_DTYPES, Decision, select
 
@@ -141,6 +141,15 @@ def decide(ctx: PassContext, kind: str, op: str, name: str, dtype: torch.dtype, 
                         dynamic=cost.dynamic)
     ctx.records.append(record)
     return record
+
+
+def note_runs(ctx: PassContext, record: SiteRecord, verdict: Tuple[str, Optional[str]]) -> None:
+    """What runs the site on the target (ops/support.py: a kernel or the reference op), and on a
+    GPU target why where it is not the kernel as it is (the reference op, zero-padded heads)."""
+    runs, note = verdict
+    record.runs = runs
+    if note and ctx.spec.device_class != "cpu":
+        record.reason += f"; {note}" if runs == support.KERNEL else f"; on {ctx.spec.name} it runs the reference op: {note}"
 
 
 def register_site(ctx: PassContext, record: SiteRecord, static_weight: bool = True) -> int:
@@ -281,6 +290,7 @@ def replace_attention(gm: GraphModule, ctx: PassContext, node: Node, record: Sit
         record.reason += ("; its mask is a constant causal mask and-ed with a padding mask: run as is_causal "
                           f"with the padding mask{shape_str(fake(causal.rest))} alone")
         counters["attention_causal_padding"] += 1
+    note_runs(ctx, record, support.attention(ctx.spec, fake(q), fake(k), fake(v), fake(mask), scale, enable_gqa))
     site = register_site(ctx, record)
     heads_last = out_dtype == in_dtype and transposed_back(node)
     new = replace(gm, node, torch.ops.ftcompile.attention.default,

@@ -17,12 +17,12 @@ import torch
 from torch.fx import GraphModule, Node
 
 from ftcompile.cost import hint, linear_cost
-from ftcompile.ops import layout
+from ftcompile.ops import layout, support
 
 from . import linear_group
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
-                     is_call, is_parameter, mark, module_path, parameter_path, register_site,
-                     replace, restride, scalar, shape_str)
+                     is_call, is_parameter, mark, module_path, note_runs, parameter_path,
+                     register_site, replace, restride, scalar, shape_str)
 
 OPS = {"global": torch.ops.ftcompile.linear_global.default,
        "thread": torch.ops.ftcompile.linear_thread.default}
@@ -114,6 +114,7 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                         _blocker(fx, fw_nk, fb))
         if record.scheme not in OPS:
             continue
+        note_runs(ctx, record, support.linear(ctx.spec, fx, fw_nk, fb))
         if ctx.config.selection == "profile" and ctx.config.override_for(name) is None:
             _profile(record, fx, fw_nk, fb is not None, ctx)
         static = is_parameter(w, ctx) and (b is None or is_parameter(b, ctx))

@@ -10,14 +10,14 @@ pytestmark = [pytest.mark.cuda,
 transformers = pytest.importorskip("transformers")
 
 
-def _model(name, impl, dtype):
+def _model(name, impl, dtype, head_dim=64):
     torch.manual_seed(0)
     if name == "gpt2":
-        cfg = transformers.GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=512,
+        cfg = transformers.GPT2Config(n_layer=2, n_embd=4 * head_dim, n_head=4, vocab_size=512,
                                       attn_implementation=impl, bos_token_id=0, eos_token_id=0)
         model = transformers.GPT2LMHeadModel(cfg)
     else:
-        cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
+        cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=4 * head_dim, num_attention_heads=4,
                                        num_key_value_heads=2, intermediate_size=512,
                                        vocab_size=512, attn_implementation=impl)
         model = transformers.LlamaForCausalLM(cfg)
@@ -74,6 +74,31 @@ def test_padded_batch_on_gpu(name, side):
     assert err <= 2 * (eager - ref32).abs()[kept].max() + 1e-3
     assert counters["attention_causal_padding"] == 2
     assert all(v["detected"] == 0 and v["nonfinite_inputs"] == 0 for v in ftcompile.stats().values())
+
+
+@pytest.mark.parametrize("name,head_dim", [("gpt2", 80), ("llama", 96)])
+def test_head_dims_below_128_run_the_kernel_and_replay_in_graphs(name, head_dim):
+    """Head dims 80 (Phi-2-like) and 96 (Phi-3-like) run a kernel on zero-padded heads, not the
+    reference op: the 2x rule against an fp32 model, and a CUDA-graph capture (which refuses a site
+    left to the reference op) replays every attention site."""
+    model = _model(name, "sdpa", torch.bfloat16, head_dim)
+    ids = torch.randint(0, 512, (2, 160), device="cuda")
+    with torch.no_grad():
+        ref32 = _model(name, "sdpa", torch.float32, head_dim)(ids).logits.double()
+        eager = model(ids).logits.double()
+        out = torch.compile(model, backend="ft", options={"eager": True})(ids).logits.double()
+        assert (out - ref32).abs().max() <= 2 * (eager - ref32).abs().max() + 1e-3
+        torch._dynamo.reset()
+        graphs = torch.compile(model, backend="ft", mode="reduce-overhead")
+        for _ in range(3):  # warm-up, capture, replay
+            graphs(ids)
+        ftcompile.reset_stats()
+        replayed = graphs(ids).logits.double()
+    torch.testing.assert_close(replayed, out, rtol=5e-2, atol=5e-2)  # inductor's fusions against eager
+    names = [f"transformer.h.{i}.attn" if name == "gpt2" else f"model.layers.{i}.self_attn" for i in range(2)]
+    stats = ftcompile.stats()
+    assert all(stats[n]["checks"] == 1 and stats[n]["detected"] == 0 for n in names), stats
+    assert set(names) <= {n for _, n in ftcompile.cudagraphs.captured_sites()}
 
 
 def test_fault_corrected_on_gpu():

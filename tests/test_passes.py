@@ -170,6 +170,37 @@ def test_explain_report_json_and_text():
     assert "thread" in text and "aggregate intensity" in text and "graph breaks: 0" in text
 
 
+@pytest.mark.parametrize("d,dtype,device,runs,note", [
+    (64, torch.bfloat16, "H200", "kernel", None),
+    (96, torch.bfloat16, "H100", "kernel", "head dim 96 runs the d=128 kernel on zero-padded heads"),
+    (32, torch.float16, "H200", "kernel", "head dim 32 runs the d=64 kernel on zero-padded heads"),
+    (256, torch.bfloat16, "H200", "reference", "on H200 it runs the reference op: head dims q256"),
+    (64, torch.float32, "H200", "reference", "the kernel is fp16/bf16"),
+    (64, torch.bfloat16, "A100", "reference", "A100-80GB is sm_80: the CUDA kernels are built for sm_90a"),
+    (64, torch.bfloat16, None, "reference", None)])
+def test_explain_says_what_runs_each_site_on_the_target(d, dtype, device, runs, note):
+    """The `runs` column: the CUDA kernel, or the reference op and why (head dims past 128, fp32,
+    a GPU other than sm_90), from the graph's fake tensors; zero-padded head dims say so."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4 * d, 4 * d)
+
+        def forward(self, x):
+            q = self.proj(x).view(2, 40, 4, d).transpose(1, 2)
+            return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    report = ftcompile.explain(M().to(dtype), torch.randn(2, 40, 4 * d, dtype=dtype), device=device)
+    att = [r for r in report.records if r.kind == "attention"][0]
+    proj = report.by_name("proj")
+    assert att.runs == runs and proj.runs == ("kernel" if runs == "kernel" or d == 256 else "reference")
+    if note is None:
+        assert "reference op" not in att.reason and "zero-padded" not in att.reason
+    else:
+        assert note in att.reason
+    assert ("on the reference op" in str(report)) == (device is not None and runs == "reference")
+
+
 def test_explain_counts_graph_breaks():
     class M(nn.Module):
         def __init__(self):

@@ -3,11 +3,12 @@ on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k,
 (efta_kernel.cuh; the fallback). Both carry the same protection code.
 
 ``supports(q, k, v, attn_mask, scale, enable_gqa)`` says whether the kernel takes a call (sm_90 GPU,
-fp16/bf16, head dim 64 or 128, matching batch dims, a mask that broadcasts, a positive scale, GQA
-asked for); everything else runs the reference (ftcompile.abft.efta) on the GPU: fp32 inputs (the
-reference is fp32 throughout), other head dims (no kernel instantiated), other architectures
-(built for sm_90a only), and the odd cases, where the reference raises the clear error or computes
-them. ``kernel(...)`` is registered for the op.
+fp16/bf16, head dims up to 128 (64 and 128 natively, smaller ones zero-padded to the next:
+``kernel_head_dim``), matching batch dims, a mask that broadcasts, a positive scale, GQA asked for);
+everything else runs the reference (ftcompile.abft.efta) on the GPU: fp32 inputs (the reference is
+fp32 throughout), head dims past 128 (no kernel instantiated), other architectures (built for sm_90a
+only), and the odd cases, where the reference raises the clear error or computes them.
+``kernel(...)`` is registered for the op.
 
 The library is built lazily on first use with torch.utils.cpp_extension (ninja, cached in
 TORCH_EXTENSIONS_DIR) and driven through a C ABI (ctypes), so the .cu files need only CUDA headers;
@@ -45,7 +46,7 @@ from .. import config, cudagraphs, telemetry
 from ..abft import checksum, efta, injection
 from . import cuda, fastpath, layout, replay
 
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128)  # the kernels' head dims; smaller ones run zero-padded (kernel_head_dim)
 BLOCK_N = efta.BC  # keys per tile: the kernel's tiles are the reference's tiles
 ALARM_FIELDS = ("tile_alarms", "tile_faults", "final_alarms", "rowsum_alarms")
 # ints per entry of the mask's tile map (kMapFields, csrc/attention/efta_common.cuh)
@@ -143,6 +144,22 @@ def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask
     clear error, or computes the odd case)."""
     if not (q.is_cuda and k.is_cuda and v.is_cuda):
         return "not on a CUDA device"
+    why = call_reason(q, k, v, attn_mask, scale, enable_gqa)
+    if why is not None:
+        return why
+    if attn_mask is not None and attn_mask.device != q.device:
+        return "attn_mask on another device"
+    if not cuda.is_sm90(_dev(q)):
+        return "not an sm_90 device (the kernels are built for sm_90a)"
+    if not _library_ok():
+        return "kernel library failed to build"
+    return None
+
+
+def call_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
+                scale: Optional[float] = None, enable_gqa: bool = True) -> Optional[str]:
+    """fallback_reason's checks of dtypes, shapes and arguments alone (no device, no data): what
+    ``explain`` can say from a graph's fake tensors."""
     if q.dtype not in (torch.float16, torch.bfloat16):
         return f"dtype {q.dtype}: the kernel is fp16/bf16 (the reference computes fp32 exactly)"
     if not (q.dtype == k.dtype == v.dtype):
@@ -150,8 +167,9 @@ def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
         return "q, k, v ranks differ or are below 2"
     d = q.shape[-1]
-    if d not in HEAD_DIMS or k.shape[-1] != d or v.shape[-1] != d:
-        return f"head dims q{d} k{k.shape[-1]} v{v.shape[-1]}: kernels exist for {HEAD_DIMS} (v = q = k)"
+    if k.shape[-1] != d or kernel_head_dim(d, v.shape[-1]) is None:
+        return (f"head dims q{d} k{k.shape[-1]} v{v.shape[-1]}: the kernels take q = k head dims and v head "
+                f"dims up to {HEAD_DIMS[-1]}")
     if k.shape[-2] != v.shape[-2]:
         return "k and v sequence lengths differ"
     if q.dim() >= 3:
@@ -164,19 +182,31 @@ def fallback_reason(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask
     if scale is not None and not (math.isfinite(float(scale)) and float(scale) > 0):
         return f"scale {scale}: the kernel takes a positive finite scale"
     if attn_mask is not None:
-        if attn_mask.device != q.device or not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
-            return "attn_mask on another device or neither bool nor floating point"
+        if not (attn_mask.dtype == torch.bool or attn_mask.is_floating_point()):
+            return "attn_mask neither bool nor floating point"
         try:
             attn_mask.expand(*q.shape[:-1], k.shape[-2])
         except RuntimeError:
             return "attn_mask does not broadcast to the scores"
     if q.numel() == 0 or k.numel() == 0:
         return "empty input"
-    if not cuda.is_sm90(_dev(q)):
-        return "not an sm_90 device (the kernels are built for sm_90a)"
-    if not _library_ok():
-        return "kernel library failed to build"
     return None
+
+
+def kernel_head_dim(d: int, dv: int) -> Optional[int]:
+    """The head dim of the kernel that runs q, k (head dim d) and v (dv): the smallest of HEAD_DIMS
+    that holds both (the call's heads zero-padded to it where it is larger: zero columns of q and k
+    add nothing to a score, those of v give output columns that are dropped), None past the last."""
+    return next((h for h in HEAD_DIMS if max(d, dv) <= h), None) if min(d, dv) >= 1 else None
+
+
+def padding_note(d: int, dv: int) -> Optional[str]:
+    """What ``explain`` says of a call whose heads the kernel runs zero-padded (None: not padded)."""
+    kd = kernel_head_dim(d, dv)
+    if kd is None or d == dv == kd:
+        return None
+    return (f"head dim {d if d == dv else f'q{d} v{dv}'} runs the d={kd} kernel on zero-padded heads "
+            f"({kd / max(d, dv) - 1:.0%} more kernel work, and a copy of q, k, v and the output)")
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
@@ -373,12 +403,16 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     sq, sk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    kd = kernel_head_dim(d, dv)
+    padded = kd != d or kd != dv
+    if padded:  # (kernel_head_dim) the thresholds' e and the faults' indices keep d and dv
+        q, k, v = (torch.nn.functional.pad(t, (0, kd - t.shape[-1])) for t in (q, k, v))
 
     mask4 = None if attn_mask is None else _mask4(attn_mask, q, sk)
 
     q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
-    shape = (*q.shape[:-1], dv)
-    if heads_last:
+    shape = (*q.shape[:-1], kd if padded else dv)
+    if heads_last and not padded:
         out = layout.empty_heads_last(shape, q.dtype, q.device)
     else:
         out = torch.empty(shape, dtype=q.dtype, device=q.device)
@@ -459,10 +493,15 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     if before is not None and bool((telemetry.counters(device)[site.id][telemetry.DETECTED] > before).item()):
         raise telemetry.FaultDetected(site.name, "a fault in attention")
     if (record is not None and protect and site.policy != "raise" and inj_rows is None and not resolved
-            and not prepass_only and not ablate and m_tiles is None and kernel is None
+            and not prepass_only and not ablate and m_tiles is None and kernel is None and not padded
             and all(t4.data_ptr() == t.data_ptr() for t4, t in ((q4, q), (k4, k), (v4, v)))
             and device.index == torch.cuda.current_device() and not cudagraphs.capturing()):
         record.append(_launcher(a, lib.efta_attention_forward, shape, q.dtype, heads_last))
+    if padded:  # the call's columns, in the layout asked for
+        real = (*shape[:-1], dv)
+        kept = layout.empty_heads_last(real, q.dtype, q.device) if heads_last else torch.empty(
+            real, dtype=q.dtype, device=q.device)
+        return kept.copy_(out[..., :dv])
     return out
 
 

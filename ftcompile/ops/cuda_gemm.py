@@ -388,10 +388,21 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
         return "not a CUDA tensor"
     if not cuda.is_sm90(x.device):
         return "kernels are built for sm_90 (Hopper) only"
-    if x.dtype not in DTYPES:
-        return f"dtype {x.dtype}: the kernels take bf16 and fp16"
     if weight.device != x.device or (bias is not None and bias.device != x.device):
         return "tensors on different devices"
+    why = call_reason(x, weight, bias)
+    if why is not None:
+        return why
+    if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight, static_weight) * 8 > 60000:
+        return "fp16 weights so large that an 8-term checksum could overflow fp16"
+    return None
+
+
+def call_reason(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> Optional[str]:
+    """fallback_reason's checks of dtypes and shapes alone (no device, no data): what ``explain``
+    can say from a graph's fake tensors."""
+    if x.dtype not in DTYPES:
+        return f"dtype {x.dtype}: the kernels take bf16 and fp16"
     if weight.dim() not in (2, 3):
         return "weight must be [N, K] or [B, N, K]"
     k, n = weight.shape[-1], weight.shape[-2]
@@ -404,8 +415,6 @@ def fallback_reason(scheme: str, x: torch.Tensor, weight: torch.Tensor,
         return "N beyond 2^27"
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != n):
         return "bias must be [N]"
-    if scheme == "linear_thread" and x.dtype == torch.float16 and _weight_maxabs(weight, static_weight) * 8 > 60000:
-        return "fp16 weights so large that an 8-term checksum could overflow fp16"
     return None
 
 

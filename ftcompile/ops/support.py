@@ -1,0 +1,51 @@
+"""What runs a protected site on the compile's target, said at compile time from the graph's fake
+tensors: a CUDA kernel, or the reference op (correct, protected, slower, and refused under CUDA-graph
+capture). ``explain`` shows it per site (``SiteRecord.runs``), with the reason where it is the
+reference. The checks are the kernels' own support checks less what needs a device or the data
+(cuda_attention.call_reason, cuda_gemm.call_reason)."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from ..hardware import DeviceSpec
+from . import cuda_attention, cuda_gemm
+
+KERNEL, REFERENCE, UNKNOWN = "kernel", "reference", "unknown"
+KERNEL_CAPABILITY = (9, 0)  # the kernels are built for sm_90a (ops/cuda.py)
+
+
+def _target_reason(spec: DeviceSpec) -> Optional[str]:
+    if spec.device_class == "cpu":
+        return "on the CPU"
+    cc = spec.capability
+    if cc is not None and tuple(cc) != KERNEL_CAPABILITY:
+        return f"{spec.name} is sm_{cc[0]}{cc[1]}: the CUDA kernels are built for sm_90a"
+    return None
+
+
+def _verdict(spec: DeviceSpec, check) -> Tuple[str, Optional[str]]:
+    why = _target_reason(spec)
+    if why is None:
+        try:
+            why = check()
+        except Exception as exc:  # e.g. a symbolic size the check cannot decide: say so, not a guess
+            return UNKNOWN, f"the kernels' support check could not run on the graph's shapes ({exc})"
+    return (REFERENCE, why) if why is not None else (KERNEL, None)
+
+
+def attention(spec: DeviceSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              attn_mask: Optional[torch.Tensor], scale, enable_gqa: bool) -> Tuple[str, Optional[str]]:
+    """(runs, note): KERNEL with the note of zero-padded heads if any, or REFERENCE and why."""
+    scale = scale if isinstance(scale, (int, float)) else None  # a graph value: checked per call
+    runs, why = _verdict(spec, lambda: cuda_attention.call_reason(q, k, v, attn_mask, scale, enable_gqa))
+    if runs == KERNEL and all(isinstance(t.shape[-1], int) for t in (q, v)):
+        return runs, cuda_attention.padding_note(q.shape[-1], v.shape[-1])
+    return runs, why
+
+
+def linear(spec: DeviceSpec, x: torch.Tensor, weight_nk: torch.Tensor,
+           bias: Optional[torch.Tensor]) -> Tuple[str, Optional[str]]:
+    """(runs, why) of a linear site: its weight as [N, K] (or [B, N, K])."""
+    return _verdict(spec, lambda: cuda_gemm.call_reason(x, weight_nk, bias))
