@@ -233,19 +233,7 @@ def test_padded_head_dims_correct_a_fault_at_each_stage(stage, d, dv, monkeypatc
     """A fault in a zero-padded call is found and corrected as at 64 / 128, at the element the
     reference corrupts (the call's own columns)."""
     _use("wgmma", monkeypatch)
-    name = f"pad-fault-{stage}-{d}"
-    sid = site(name, "attention")
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    q, k, v = _inputs(2, 3, 3, 40, 150, d, torch.float16, gen)
-    clean = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
-    spec = FaultSpec(site=name, stage=stage, index=FAULT_INDEX[stage], value=2.5,
-                     k_step=0 if stage != "rescale" else 1)
-    with inject(spec) as inj:
-        out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
-    assert len(inj.events) == 1 and inj.events[0].after != inj.events[0].before
-    torch.testing.assert_close(out, clean, rtol=2.0 ** -10, atol=1e-5)
-    assert _stats(name) == {"checks": 2, "detected": 1, "corrected": 1, "uncorrectable": 0,
-                            "nonfinite_inputs": 0}
+    _fault_at_stage_corrected(f"pad-fault-{stage}-{d}", stage, d, torch.float16)
 
 
 def _capture_mask_maps(monkeypatch):
@@ -457,7 +445,12 @@ FAULT_INDEX = {"score": (1, 2, 30, 20), "exp": (1, 2, 30, 20), "rowmax": (1, 2, 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fault_each_stage_detected_and_corrected(stage, d, kern, dtype, monkeypatch):
     _use(kern, monkeypatch)
-    name = f"cuda-fault-{stage}-{d}-{kern}-{dtype}"
+    _fault_at_stage_corrected(f"cuda-fault-{stage}-{d}-{kern}-{dtype}", stage, d, dtype)
+
+
+def _fault_at_stage_corrected(name, stage, d, dtype):
+    """A value fault at one stage of tile 0 (1 for rescale): one event at the element asked for,
+    detected, corrected to the fault-free output within an output ulp."""
     sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = _inputs(2, 3, 3, 40, 150, d, dtype, gen)
