@@ -8,6 +8,10 @@ from typing import Any, Dict, List, Optional
 from tabulate import tabulate
 
 
+# What runs a protected site on the target (SiteRecord.runs; ftcompile/ops/support.py decides).
+RUNS_KERNEL, RUNS_REFERENCE, RUNS_UNKNOWN = "kernel", "reference", "unknown"
+
+
 @dataclass
 class SiteRecord:
     name: str
@@ -65,7 +69,7 @@ class FTReport:
 
     @property
     def on_reference(self) -> List[SiteRecord]:
-        return [r for r in self.records if r.protected and r.runs == "reference"]
+        return [r for r in self.records if r.protected and r.runs == RUNS_REFERENCE]
 
     @property
     def aggregate_intensity(self) -> float:

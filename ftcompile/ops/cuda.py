@@ -47,10 +47,13 @@ def build_library(family: str, name: str, extra_cuda_cflags=(), extra_cflags=(),
                                    *extra_cuda_cflags])
 
 
+# The compute capability the kernels are built for (sm_90a: wgmma, TMA, setmaxnreg): Hopper only.
+KERNEL_CAPABILITY = (9, 0)
+
+
 @functools.lru_cache(maxsize=None)
 def is_sm90(device: torch.device) -> bool:
-    """The kernels are built for sm_90a (wgmma, TMA, setmaxnreg): Hopper only."""
-    return torch.cuda.get_device_capability(device) == (9, 0)
+    return torch.cuda.get_device_capability(device) == KERNEL_CAPABILITY
 
 
 def raw_stream(device: torch.device) -> int:

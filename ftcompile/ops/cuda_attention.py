@@ -411,7 +411,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     mask4 = None if attn_mask is None else _mask4(attn_mask, q, sk)
 
     q4, k4, v4 = (_aligned(_as4d(t)) for t in (q, k, v))
-    shape = (*q.shape[:-1], kd if padded else dv)
+    shape = (*q.shape[:-1], v.shape[-1])  # the kernel's output (padded: kd columns)
     if heads_last and not padded:
         out = layout.empty_heads_last(shape, q.dtype, q.device)
     else:

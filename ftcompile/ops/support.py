@@ -10,10 +10,9 @@ from typing import Optional, Tuple
 import torch
 
 from ..hardware import DeviceSpec
+from ..report import RUNS_KERNEL as KERNEL, RUNS_REFERENCE as REFERENCE, RUNS_UNKNOWN as UNKNOWN
 from . import cuda_attention, cuda_gemm
-
-KERNEL, REFERENCE, UNKNOWN = "kernel", "reference", "unknown"
-KERNEL_CAPABILITY = (9, 0)  # the kernels are built for sm_90a (ops/cuda.py)
+from .cuda import KERNEL_CAPABILITY
 
 
 def _target_reason(spec: DeviceSpec) -> Optional[str]:
