@@ -4,10 +4,11 @@
                   PyTorch SDPA, ours protected, ours on the same call at the kernel's own head dim
                   (the padding's floor), and the reference op these calls ran before (eager timing:
                   it cannot be captured)
-  --set decode    one query row (and four: speculative decoding) against a long KV cache, as
-                  model.generate runs it: SDPA, ours unprotected / protected, the checksum prepass
-                  alone (it reads the whole cache every step), and the bytes of K and V over the
-                  protected time (GB/s)
+  --set decode    one query row (two, four: speculative decoding) against a long KV cache, as
+                  model.generate runs it: SDPA, ours protected / unprotected (the decode kernel
+                  where a KV head's group has at most 8 query rows, else the tile kernel), the
+                  tile kernel protected on the same call (what ran before the decode kernel), and
+                  the bytes of K and V over the protected time (GB/s)
 
     python benchmarks/attention_shapes.py --set headdims|decode [--out results/....txt]
 """
@@ -26,7 +27,7 @@ from ftcompile.timing import time_ms
 HEADDIMS = [(1, 32, 32, 2048, 2048, 96, torch.bfloat16), (4, 32, 32, 1024, 1024, 96, torch.bfloat16),
             (1, 32, 32, 2048, 2048, 80, torch.float16), (8, 16, 16, 512, 512, 32, torch.float16)]
 DECODE = [(b, hq, hk, sq, sk, d, torch.bfloat16) for b in (1, 8) for (hq, hk, d) in ((32, 8, 128), (12, 12, 64))
-          for sk in (1024, 4096, 16384) for sq in (1, 4)]
+          for sk in (1024, 4096, 16384) for sq in (1, 2, 4)]
 
 
 def _us(fn, rounds: int, graph: bool = True, calls: int = 10) -> float:
@@ -67,11 +68,17 @@ def main() -> None:
             tail = f"  ours/sdpa {row['ours'] / row['sdpa']:.2f}  padded/own-dim {row['ours'] / row[f'ours_d{kd}']:.3f}" \
                    f"  err {err:.2e} (sdpa {sdpa_err:.2e})"
         else:
+            ran = ca.last_kernel()
             row["ours_plain"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, protect=False), args.rounds)
-            row["prepass"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, site, prepass_only=True), args.rounds)
+            row["tile_kernel"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, site, kernel="wgmma"),
+                                     args.rounds)
+            ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=gqa)
+            err = (torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid).double() - ref).abs().max()
+            sdpa_err = (F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa).double() - ref).abs().max()
             gbs = 2 * k.numel() * k.element_size() / (row["ours"] * 1e-6) / 1e9
-            tail = f"  ours/sdpa {row['ours'] / row['sdpa']:.2f}  plain/sdpa {row['ours_plain'] / row['sdpa']:.2f}" \
-                   f"  KV {gbs:.0f} GB/s"
+            tail = f"  [{ran}] ours/sdpa {row['ours'] / row['sdpa']:.2f}  plain/sdpa {row['ours_plain'] / row['sdpa']:.2f}" \
+                   f"  protection {row['ours'] / row['ours_plain'] - 1:+.1%}  tile/ours {row['tile_kernel'] / row['ours']:.2f}" \
+                   f"  KV {gbs:.0f} GB/s  err {err:.2e} (sdpa {sdpa_err:.2e})"
         lines.append(f"B{b} H{hq}/{hk} Sq{sq} Sk{sk} D{d} {str(dtype)[6:]}: "
                      + "  ".join(f"{name} {t:.1f}" for name, t in row.items()) + tail)
         print(lines[-1], flush=True)

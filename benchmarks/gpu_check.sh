@@ -4,7 +4,7 @@
 # The kernel families keep their own deeper scripts (gpu_check_gemm.sh, gpu_check_attention.sh).
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [host] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
-#                                                   [tilesmidm] [globalref] [shapes]
+#                                                   [tilesmidm] [globalref] [shapes] [decode]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -16,7 +16,8 @@
 #    (benchmarks/tile_sweep.py; tilesmidm: on the thread table's M = 32-256 Llama rows, beside the
 #    thread kernel); globalref (after global, REF_LIB=path) = the global table with another library
 #    and both side by side (benchmarks/compare_global.py); shapes = the attention op at zero-padded
-#    head dims and at decode shapes (benchmarks/attention_shapes.py);
+#    head dims and at decode shapes (benchmarks/attention_shapes.py); decode = the decode kernel's
+#    CUDA tests (tests/test_cuda_decode.py), then its shapes (attention_shapes.py --set decode);
 #    alone, it skips building the attention library)
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -58,6 +59,12 @@ for part in $parts; do
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
+    decode) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
+              > "$OUT/pytest_decode.log" 2>&1
+            stamp "decode tests rc=$?"
+            timeout 240 python3 benchmarks/attention_shapes.py --set decode --out "$OUT/attention_decode.txt" \
+              > "$OUT/attention_decode.log" 2>&1
+            stamp "shapes decode rc=$?" ;;
     shapes) for set in headdims decode; do
               timeout 240 python3 benchmarks/attention_shapes.py --set $set --out "$OUT/attention_$set.txt" \
                 > "$OUT/attention_$set.log" 2>&1
@@ -103,6 +110,7 @@ done
 
 cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
+[ -f "$OUT/pytest_decode.log" ] && { grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest_decode.log" | head -30; tail -3 "$OUT/pytest_decode.log"; }
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
 [ -f "$OUT/host_overhead.txt" ] && grep "^|" "$OUT/host_overhead.txt"
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"

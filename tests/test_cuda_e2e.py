@@ -10,6 +10,17 @@ pytestmark = [pytest.mark.cuda,
 transformers = pytest.importorskip("transformers")
 
 
+@pytest.fixture(autouse=True)
+def _captures_stay_in_their_test():
+    """A CUDA-graph capture registers its sites as captured for the process's life (injecting
+    into them is refused: a replay would not inject). Each test here builds its own model, so a
+    later test's injection into a site of the same name is not a replay: restore the registry."""
+    before = ftcompile.cudagraphs.captured_sites()
+    yield
+    with ftcompile.cudagraphs._lock:
+        ftcompile.cudagraphs._captured.intersection_update(before)
+
+
 def _model(name, impl, dtype, head_dim=64):
     torch.manual_seed(0)
     if name == "gpt2":
@@ -99,6 +110,32 @@ def test_head_dims_below_128_run_the_kernel_and_replay_in_graphs(name, head_dim)
     stats = ftcompile.stats()
     assert all(stats[n]["checks"] == 1 and stats[n]["detected"] == 0 for n in names), stats
     assert set(names) <= {n for _, n in ftcompile.cudagraphs.captured_sites()}
+
+
+def test_decode_steps_with_a_kv_cache_run_the_decode_kernel():
+    """model.generate's steps (one token against a DynamicCache, GQA 4/2: two query rows per KV
+    head) run the decode kernel: the 2x rule against an fp32 model's steps, nothing counted."""
+    from transformers import DynamicCache
+    from ftcompile.ops import cuda_attention as ca
+    model, ref = _model("llama", "sdpa", torch.bfloat16), _model("llama", "sdpa", torch.float32)
+    ids = torch.randint(0, 512, (2, 300), device="cuda")
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    caches = DynamicCache(), DynamicCache(), DynamicCache()
+    with torch.no_grad():
+        for m, c in zip((ref, model, model), caches):
+            m(ids, past_key_values=c, use_cache=True)
+        token = ids[:, -1:]
+        ftcompile.reset_stats()
+        for _ in range(3):
+            want = ref(token, past_key_values=caches[0], use_cache=True).logits.double()
+            eager = model(token, past_key_values=caches[1], use_cache=True).logits.double()
+            got = compiled(token, past_key_values=caches[2], use_cache=True).logits.double()
+            assert ca.last_kernel() == "decode"
+            assert (got - want).abs().max() <= 2 * (eager - want).abs().max() + 1e-3
+            token = want.argmax(-1)
+    stats = ftcompile.stats()
+    assert all(stats[f"model.layers.{i}.self_attn"]["checks"] == 3 for i in range(2)), stats
+    assert all(v["detected"] == 0 for v in stats.values())
 
 
 def test_fault_corrected_on_gpu():

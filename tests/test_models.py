@@ -177,6 +177,29 @@ def test_dynamic_shapes_compile_once_for_three_lengths():
     assert ft_ops(calls).count(torch.ops.ftcompile.attention.default) == 2
 
 
+def test_decode_steps_with_a_kv_cache_are_protected_and_match_eager():
+    """model.generate's step: one new token against a DynamicCache. Every attention site of the
+    step runs the protected op (on a GPU: the decode kernel, tests/test_cuda_e2e.py)."""
+    from transformers import DynamicCache
+    model = build("llama", "sdpa")
+    ids = torch.randint(0, VOCAB, (2, 20))
+    compiled = torch.compile(model, backend="ft", options={"eager": True})
+    with torch.no_grad():
+        ref_cache, cache = DynamicCache(), DynamicCache()
+        model(ids, past_key_values=ref_cache, use_cache=True)
+        model(ids, past_key_values=cache, use_cache=True)
+        token = ids[:, -1:]
+        ftcompile.reset_stats()
+        for _ in range(2):
+            want = model(token, past_key_values=ref_cache, use_cache=True).logits
+            got = compiled(token, past_key_values=cache, use_cache=True).logits
+            torch.testing.assert_close(got, want, rtol=TOL, atol=TOL)
+            token = want.argmax(-1)
+    stats = ftcompile.stats()
+    assert all(stats[f"model.layers.{i}.self_attn"]["checks"] == 2 for i in range(2)), stats
+    assert all(v["detected"] == 0 for v in stats.values())
+
+
 def test_unknown_option_key_fails_at_compile():
     model, args = build("gpt2", "sdpa", layers=1), inputs("gpt2")
     with pytest.raises(Exception, match="unknown ft option"):

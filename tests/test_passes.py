@@ -8,6 +8,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ftcompile
+from ftcompile import hardware
+from ftcompile.ops import support
 from ftcompile.passes import counters
 from ftcompile.passes.common import fake
 from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
@@ -199,6 +201,22 @@ def test_explain_says_what_runs_each_site_on_the_target(d, dtype, device, runs, 
     else:
         assert note in att.reason
     assert ("on the reference op" in str(report)) == (device is not None and runs == "reference")
+
+
+@pytest.mark.parametrize("sq,hq,hk,note", [
+    (1, 32, 8, "4 query row(s) per KV head: the split-KV decode kernel"),
+    (2, 32, 8, "8 query rows per KV head: the split-KV decode kernel where 2 x batch x query heads"),
+    (1, 12, 12, "1 query row(s) per KV head: the split-KV decode kernel"),
+    (3, 32, 8, None)])
+def test_explain_names_the_decode_kernel_at_decode_shapes(sq, hq, hk, note):
+    """A decode step (few query rows per KV head against a cache) runs the split-KV kernel: said
+    from the shapes; past 8 rows the tile kernels run, and nothing is said."""
+    spec = hardware.lookup("H200")
+    q = torch.empty(2, hq, sq, 128, dtype=torch.bfloat16, device="meta")
+    kv = torch.empty(2, hk, 300, 128, dtype=torch.bfloat16, device="meta")
+    runs, why = support.attention(spec, q, kv, kv, None, None, True)
+    assert runs == "kernel"
+    assert (why is None) if note is None else (note in why)
 
 
 def test_explain_counts_graph_breaks():

@@ -7,12 +7,12 @@ using namespace efta;
 static int make_params(const HostArgs* a, Params& p) {
   if (a == nullptr) return EFTA_ERR_ARGS;
   if ((a->D != 64 && a->D != 128) || (a->dtype != 0 && a->dtype != 1)) return EFTA_ERR_ARGS;
-  if (a->variant < 0 || a->variant > 2) return EFTA_ERR_ARGS;
+  if (a->variant < 0 || a->variant > 3) return EFTA_ERR_ARGS;
   if (a->B < 1 || a->Hq < 1 || a->Hk < 1 || a->Hq % a->Hk || a->Sq < 1 || a->Sk < 1 || a->scale <= 0.0)
     return EFTA_ERR_ARGS;
   if (a->B > 65535 || a->Hq > 65535 || a->n_inj > kMaxInj || a->n_tiles != (a->Sk + kBlockN - 1) / kBlockN)
     return EFTA_ERR_ARGS;
-  if (a->mask_map != 0 && (a->mask == 0 || (a->mc_sb != 0) != (a->m_sb != 0) ||
+  if (a->mask_map != 0 && a->variant != 3 && (a->mask == 0 || (a->mc_sb != 0) != (a->m_sb != 0) ||
                            (a->mc_sh != 0) != (a->m_sh != 0) || (a->mc_sq != 0) != (a->m_sq != 0)))
     return EFTA_ERR_ARGS;
   if (a->protect && (a->kc == 0 || a->kn == 0 || a->vc == 0 || a->counters == 0 || a->nf_token == 0))
@@ -46,7 +46,24 @@ static int make_params(const HostArgs* a, Params& p) {
   p.inj = reinterpret_cast<const InjRec*>(a->inj);
   p.n_inj = (int)a->n_inj;
   p.inj_log = reinterpret_cast<float*>(a->inj_log);
+  p.dec_ws = reinterpret_cast<float*>(a->kc);
+  p.dec_splits = (int)a->dec_splits, p.dec_tps = (int)a->dec_tps, p.dec_visit = (int)a->dec_visit;
   return 0;
+}
+
+// The decode kernel's own argument checks: few rows per KV head, a workspace, splits that cover the
+// tiles visited.
+static int launch_decode(const HostArgs* a, const Params& p, cudaStream_t s) {
+  const int64_t rows = a->Sq * (a->Hq / a->Hk);
+  if ((a->dec_rows != 2 && a->dec_rows != 4 && a->dec_rows != 8) || a->kc == 0 || a->dec_splits < 1 || a->dec_tps < 1 ||
+      a->dec_visit < 1 || a->dec_visit > a->n_tiles || a->dec_splits * a->dec_tps < a->dec_visit ||
+      (a->dec_splits - 1) * a->dec_tps >= a->dec_visit || a->B * a->Hk > 65535)
+    return EFTA_ERR_ARGS;
+  if (a->protect && a->nf_token == 0) return EFTA_ERR_ARGS;
+  const int row_blocks = (int)((rows + a->dec_rows - 1) / a->dec_rows);
+  if (row_blocks > 65535) return EFTA_ERR_ARGS;
+  return (int)(a->dtype == 0 ? decode_bf16(p, (int)a->D, a->protect != 0, (int)a->dec_rows, row_blocks, s)
+                             : decode_fp16(p, (int)a->D, a->protect != 0, (int)a->dec_rows, row_blocks, s));
 }
 
 // q, k, v and the checksum tensors as TMA maps; false where TMA cannot describe them.
@@ -83,6 +100,7 @@ extern "C" EFTA_API int efta_attention_forward(HostArgs* a) {
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);
   const bool prot = a->protect != 0;
   cudaError_t e;
+  if (a->variant == 3) return launch_decode(a, p, s);  // no prepass, no mask map: it reads both itself
   Maps maps;
   a->variant = choose_variant(a, maps);
   if (a->variant == 0) return EFTA_ERR_TMAP;
@@ -107,7 +125,7 @@ extern "C" EFTA_API int efta_abi_version() { return (int)(sizeof(HostArgs) / 8) 
 extern "C" EFTA_API int efta_attention_prepass(const HostArgs* a) {
   Params p;
   if (int rc = make_params(a, p)) return rc;
-  if (!a->protect) return EFTA_ERR_ARGS;
+  if (!a->protect || a->variant == 3) return EFTA_ERR_ARGS;
   Maps maps;
   if (choose_variant(a, maps) == 0) return EFTA_ERR_TMAP;
   cudaStream_t s = reinterpret_cast<cudaStream_t>(a->stream);

@@ -15,10 +15,14 @@ struct HostArgs {
   int64_t mask_map, mc_sb, mc_sh, mc_sq;
   int64_t mask_bool;  // the mask is bool (1 byte per element, false = masked), else fp32 additive
   int64_t B, Hq, Hk, Sq, Sk, D, causal, dtype, protect, n_tiles, mtiles;
-  int64_t variant;  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma; out: 1 or 2 ran
+  // in: 0 auto (wgmma where TMA can describe q, k, v), 1 mma.sync, 2 wgmma, 3 decode; out: what ran
+  int64_t variant;
   int64_t kc, kn, vc;
   int64_t policy, counters, alarms, dbg, nf_token, inj, n_inj, inj_log;
   int64_t stream;
+  // decode (variant 3): rows per CTA (2, 4 or 8), splits, tiles per split, tiles visited; kc is the
+  // workspace (kn, vc point into it too)
+  int64_t dec_rows, dec_splits, dec_tps, dec_visit;
   double scale, kc_unscale, vc1_unscale, c_gemm, e_out, tol_agree;
 };
 
@@ -37,6 +41,9 @@ cudaError_t launch_sm90_bf16_128(const Params& p, const Maps& m, bool protect, c
 cudaError_t launch_sm90_fp16_64(const Params& p, const Maps& m, bool protect, cudaStream_t s);
 cudaError_t launch_sm90_fp16_128(const Params& p, const Maps& m, bool protect, cudaStream_t s);
 cudaError_t launch_mask_map(const Params& p, cudaStream_t s);
+// The decode kernel (efta_decode.cuh): rows = 2, 4 or 8 per CTA, row_blocks CTAs of them per KV head.
+cudaError_t decode_bf16(const Params& p, int D, bool protect, int rows, int row_blocks, cudaStream_t s);
+cudaError_t decode_fp16(const Params& p, int D, bool protect, int rows, int row_blocks, cudaStream_t s);
 cudaError_t prepass_bf16_64(const Params& p, cudaStream_t s);
 cudaError_t prepass_bf16_128(const Params& p, cudaStream_t s);
 cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s);

@@ -74,6 +74,10 @@ struct Params {
   float* dbg;                    // max residual/threshold ratios (may be null)
   int* nf_token;  // [2]: the call whose non-finite inputs were counted, the call sequence (prepass)
   const InjRec* inj; int n_inj; float* inj_log;  // [n_inj][2]: before, after
+  // The decode kernel (efta_decode.cuh): per split CTA part_floats() of workspace; key tiles
+  // [split * dec_tps, min(+dec_tps, dec_visit)); nf_token[2] is its non-finite flag.
+  float* dec_ws;
+  int dec_splits, dec_tps, dec_visit;
 };
 
 // The mask's tile-map entry of (mask batch b, mask head h, 64-row block qb) (see Params::mask_map).

@@ -1,6 +1,8 @@
 """CUDA kernels of ``ftcompile::attention``: EFTA inside one flash-attention kernel (csrc/attention),
 on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k, v) or on mma.sync
-(efta_kernel.cuh; the fallback). Both carry the same protection code.
+(efta_kernel.cuh; the fallback). Both carry the same protection code. Calls with at most
+DECODE_MAX_ROWS query rows per KV head (decode steps) run a split-KV kernel on the FMA pipes instead
+(efta_decode.cuh), whose protection has the same stages rebuilt for its layout.
 
 ``supports(q, k, v, attn_mask, scale, enable_gqa)`` says whether the kernel takes a call (sm_90 GPU,
 fp16/bf16, head dims up to 128 (64 and 128 natively, smaller ones zero-padded to the next:
@@ -28,6 +30,10 @@ GPU corrupt the same element. Differences, by design (see benchmarks/NOTES_atten
     its SNVR range is corrected by recomputing the CTA's block and storing the row from it (the
     reference recomputes the row); the 16-bit P rounding of the MMA path limits the agreement test
     to 2^-8 (bf16) / 2^-10 (fp16) relative.
+  * the decode kernel checks GEMM-I with a checksum over its rows (q^c = sum of the CTA's query rows)
+    per key, the PV products with whole-row checksums, and l against the sum of the P the products
+    read, bit for bit (no 16-bit packing); its final checks run per split, before the combine
+    kernel merges the splits under a check of its own.
 """
 from __future__ import annotations
 
@@ -66,11 +72,17 @@ C_GEMM = 2.0 ** -16  # |sum S - S^c| <= C_GEMM * ||q|| * sum_k ||k|| (hi/lo chec
 TOL_AGREE = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -10}  # l vs sum of 16-bit P
 REPR_OUT = {torch.bfloat16: 2.0 ** -22, torch.float16: 2.0 ** -19}  # V checksum representation
 # Which kernel runs: "wgmma" (Hopper TMA + wgmma, csrc/attention/efta_sm90.cuh), "mma" (mma.sync,
-# efta_kernel.cuh), or "auto": wgmma wherever TMA can describe q, k, v (16-byte aligned strides),
-# else mma. Both carry the same protection; NOTES_attention.md compares them.
+# efta_kernel.cuh), "decode" (split-KV for few query rows, efta_decode.cuh), or "auto": decode where
+# it measured faster than the tile kernels (decode_preferred), else wgmma wherever TMA can describe
+# q, k, v (16-byte aligned strides), else mma. All carry the same protection stages;
+# NOTES_attention.md compares them.
 KERNEL = os.environ.get("FTCOMPILE_ATTN_KERNEL", "auto")
-_VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2}
-_KERNEL_NAMES = {1: "mma", 2: "wgmma"}  # the variant the launcher ran (Args.variant on return)
+_VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2, "decode": 3}
+_KERNEL_NAMES = {1: "mma", 2: "wgmma", 3: "decode"}  # the variant the launcher ran (Args.variant on return)
+DECODE_MAX_ROWS = 8  # query rows per KV head the decode kernel holds in one CTA (run as 2, 4 or 8)
+# Split CTAs per SM the decode kernel aims at (3 fit at 4 rows: ~72 KB of shared memory and 160
+# registers a thread at d=128); one wave of them covers the cache once (attention_shapes.py --set decode).
+DECODE_CTAS_PER_SM = int(os.environ.get("FTCOMPILE_DECODE_CTAS_PER_SM", "3"))
 # m16 tiles per warp of the mma kernel at head dim 64 (measured: NOTES_attention.md); d=128 uses 1.
 M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
 # fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
@@ -80,7 +92,7 @@ VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
         "mask_map mc_sb mc_sh mc_sq mask_bool "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
-        "inj n_inj inj_log stream").split()
+        "inj n_inj inj_log stream dec_rows dec_splits dec_tps dec_visit").split()
 _F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
 
 
@@ -209,6 +221,42 @@ def padding_note(d: int, dv: int) -> Optional[str]:
             f"({kd / max(d, dv) - 1:.0%} more kernel work, and a copy of q, k, v and the output)")
 
 
+def decode_shape(q: torch.Tensor, k: torch.Tensor) -> Tuple[int, int, int, int]:
+    """(batch, query heads, KV heads, query rows) of a call, its batch dims flattened as the kernels
+    see them: what decode_preferred decides on (Sq x Hq / Hk query rows per KV head)."""
+    hq, hk = (q.shape[-3], k.shape[-3]) if q.dim() >= 3 else (1, 1)
+    return math.prod(q.shape[:-3]), hq, hk, q.shape[-2]
+
+
+def decode_preferred(batch: int, hq: int, hk: int, sq: int, sms: int) -> bool:
+    """Whether "auto" runs the decode kernel rather than a tile kernel, as measured on an H200
+    (NOTES_attention.md, runs 54b-f, both kernels timed on every decode shape): up to 2 query rows
+    per KV head always; up to 4 where GQA lets one read of the cache serve several query heads; up
+    to 8 where the tile kernels' batch x query-head CTAs fill at most half the SMs (8 rows cost the
+    FMA-bound decode kernel twice 4, and the tile kernels win once their CTAs fill the GPU)."""
+    rows = sq * (hq // hk)
+    if rows > DECODE_MAX_ROWS:
+        return False
+    return rows <= 2 or (rows <= 4 and hq > hk) or 2 * batch * hq <= sms
+
+
+def decode_plan(batch_heads: int, rows: int, n_visit: int, sms: int) -> Tuple[int, int, int, int]:
+    """(rows per CTA, row blocks, splits, tiles per split) of a decode call: ``batch_heads`` = B x Hk,
+    ``rows`` per KV head, ``n_visit`` key tiles. Splits are cut so that the CTAs fill the GPU once
+    (DECODE_CTAS_PER_SM per SM), each run of tiles at least one tile long."""
+    per_cta = 2 if rows <= 2 else 4 if rows <= 4 else 8
+    row_blocks = -(-rows // per_cta)
+    want = -(-DECODE_CTAS_PER_SM * sms // (batch_heads * row_blocks))
+    splits = max(1, min(n_visit, want))
+    tps = -(-n_visit // splits)
+    return per_cta, row_blocks, -(-n_visit // tps), tps
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Optional[torch.Tensor] = None,
              scale: Optional[float] = None, enable_gqa: bool = True) -> bool:
     return fallback_reason(q, k, v, attn_mask, scale, enable_gqa) is None
@@ -223,7 +271,8 @@ def _buffers(device: torch.device) -> Dict[str, torch.Tensor]:
             buf, _ = cudagraphs.persistent(device, "the attention kernel's buffers", lambda: {
                 "alarms": torch.zeros(len(ALARM_FIELDS), dtype=torch.int64, device=device),
                 "debug": torch.zeros(len(DEBUG_FIELDS), dtype=torch.float32, device=device),
-                "nf_token": torch.zeros(2, dtype=torch.int32, device=device)})
+                # [2]: the decode kernel's non-finite flag (its combine kernel counts and clears it)
+                "nf_token": torch.zeros(3, dtype=torch.int32, device=device)})
             _device_buffers[device] = buf
     return buf
 
@@ -430,25 +479,43 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     a.o_sb, a.o_sh, a.o_ss = o4.stride(0), o4.stride(1), o4.stride(2)
     a.B, a.Hq, a.Hk, a.Sq, a.Sk, a.D = B, Hq, Hk, Sq, sk, D
     a.causal, a.dtype, a.protect, a.n_tiles = int(bool(is_causal)), int(q.dtype == torch.float16), int(protect), n_tiles
+    a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
+    choice = KERNEL if kernel is None else kernel
+    if choice not in _VARIANTS:
+        raise ValueError(f"ftcompile attention kernel: kernel {choice!r} is not one of {sorted(_VARIANTS)}")
+    # (once per call: pending() counts the call against a spec's `calls`)
+    injections = injection.pending(site.id, site.name, injection.ATTENTION_STAGES) if protect else []
+    rows = Sq * (Hq // Hk)
+    decode = choice == "decode" or (choice == "auto" and not prepass_only and not ablate and m_tiles is None
+                                    and decode_preferred(B, Hq, Hk, Sq, _sm_count(device)))
+    if decode:
+        if rows > DECODE_MAX_ROWS or prepass_only or ablate:
+            raise ValueError(f"ftcompile attention kernel: the decode kernel takes at most {DECODE_MAX_ROWS} "
+                             f"query rows per KV head ({rows} here) and no prepass or ablation")
+        # Causal (top-left) rows see keys up to their own index: Sq <= 8 rows see the first tile only,
+        # unless a fault is to be injected into a later one (the reference visits every tile).
+        visit = n_tiles
+        if is_causal and inj_rows is None and not injections:
+            visit = min(n_tiles, math.ceil(Sq / BLOCK_N))
+        a.dec_rows, _, a.dec_splits, a.dec_tps = decode_plan(B * Hk, rows, visit, _sm_count(device))
+        a.dec_visit = visit
+    a.variant = 3 if decode else _VARIANTS[choice]
     mask_map = None
     if mask4 is not None:
         a.mask = mask4.data_ptr()
         a.m_sb, a.m_sh, a.m_sq, a.m_sk = mask4.stride()
         a.mask_bool = int(mask4.dtype == torch.bool)
-        mask_map = _mask_map(a, device)
-    a.mtiles = M_TILES_D64 if m_tiles is None else int(m_tiles)
-    choice = KERNEL if kernel is None else kernel
-    if choice not in _VARIANTS:
-        raise ValueError(f"ftcompile attention kernel: kernel {choice!r} is not one of {sorted(_VARIANTS)}")
-    a.variant = _VARIANTS[choice]
+        if not decode:  # (the decode kernel reads the mask itself: no tile map)
+            mask_map = _mask_map(a, device)
     a.scale = scale
     a.stream = cuda.raw_stream(device)
 
     keep = [q4, k4, v4, o4, mask4, mask_map]  # alive until the launch is queued
     resolved, inj_log = [], None
     before = None
-    if protect:
+    if protect or decode:  # (the decode kernel's workspace takes the checksums' place)
         keep.append(_checksum_buffers(a, q.dtype, device))
+    if protect:
         bufs = _buffers(device)
         row = telemetry.counters(device)[site.id]
         a.kc_unscale, a.vc1_unscale = KC_UNSCALE[q.dtype], VC1_UNSCALE[q.dtype]
@@ -461,7 +528,6 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
         a.alarms = bufs["alarms"].data_ptr()
         a.dbg = bufs["debug"].data_ptr() if _debug else 0
         a.nf_token = bufs["nf_token"].data_ptr()
-        injections = injection.pending(site.id, site.name, injection.ATTENTION_STAGES)
         if inj_rows is not None:
             scratch = torch.empty(inj_rows.shape[0], 2, dtype=torch.float32, device=device)
             keep += [inj_rows, scratch]
@@ -513,7 +579,12 @@ def _check(rc: int) -> None:
 
 def _checksum_layout(a: _HostArgs, dtype: torch.dtype) -> Tuple[int, int, int]:
     """(bytes in all, the key norms' offset, V^c's offset) of the prepass's one buffer: K^c
-    [tiles, 8, D], key norms [tiles, 4] fp32, V^c [tiles, 64, 8], each part 256-byte aligned."""
+    [tiles, 8, D], key norms [tiles, 4] fp32, V^c [tiles, 64, 8], each part 256-byte aligned. The
+    decode kernel's workspace instead (variant 3): per split CTA its partial result, O [R, D] and
+    4 R row values in fp32 (efta_decode.cuh part_floats)."""
+    if a.variant == 3:
+        row_blocks = -(-a.Sq * (a.Hq // a.Hk) // a.dec_rows)
+        return a.B * a.Hk * row_blocks * a.dec_splits * (a.dec_rows * a.D + 4 * a.dec_rows) * 4, 0, 0
     tiles = a.B * a.Hk * a.n_tiles
     up = lambda nbytes: -(-nbytes // 256) * 256
     kc_bytes, kn_bytes = up(tiles * 8 * a.D * dtype.itemsize), up(tiles * 4 * 4)
@@ -536,6 +607,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
     the mask (if any) converted and mapped per call, the rest as it was."""
     template = _HostArgs.from_buffer_copy(a)
     kernel_name = _KERNEL_NAMES.get(a.variant)
+    decode = a.variant == 3
 
     def launch(q, k, v, attn_mask):
         global _last_kernel
@@ -548,16 +620,17 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         if attn_mask is not None:  # as _launch: the geometry is the plan's, the data the call's
             mask4 = _mask4(attn_mask, q, k.shape[-2])
             b.mask = mask4.data_ptr()
-            keep += [mask4, _mask_map(b, device)]
+            keep += [mask4, _mask_map(b, device) if not decode else None]
         _check(fn(ctypes.byref(b)))
         _last_kernel = kernel_name
         return out
     masked = bool(template.mask)
+    decode = template.variant == 3  # (no tile map: the C++ replay passes an empty one, unread)
     launch.spec = fastpath.AttentionSpec(  # what the C++ replay needs
         template, fn, [getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
         + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if masked else [-1, -1]),
         *_checksum_layout(template, dtype), shape[-1], heads_last, masked and not template.mask_bool,
-        _map_geometry(template)[0] * MAP_FIELDS if masked else 0)
+        _map_geometry(template)[0] * MAP_FIELDS if masked and not decode else 0)
     return launch
 
 

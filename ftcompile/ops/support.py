@@ -36,12 +36,24 @@ def _verdict(spec: DeviceSpec, check) -> Tuple[str, Optional[str]]:
 
 def attention(spec: DeviceSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               attn_mask: Optional[torch.Tensor], scale, enable_gqa: bool) -> Tuple[str, Optional[str]]:
-    """(runs, note): KERNEL with the note of zero-padded heads if any, or REFERENCE and why."""
+    """(runs, note): KERNEL with the notes of a decode shape (the split-KV kernel) and of zero-padded
+    heads, if any, or REFERENCE and why."""
     scale = scale if isinstance(scale, (int, float)) else None  # a graph value: checked per call
     runs, why = _verdict(spec, lambda: cuda_attention.call_reason(q, k, v, attn_mask, scale, enable_gqa))
-    if runs == KERNEL and all(isinstance(t.shape[-1], int) for t in (q, v)):
-        return runs, cuda_attention.padding_note(q.shape[-1], v.shape[-1])
-    return runs, why
+    if runs != KERNEL:
+        return runs, why
+    notes = []
+    if all(isinstance(n, int) for n in (*q.shape, *k.shape)):  # (a symbolic size: decided per call)
+        shape = cuda_attention.decode_shape(q, k)
+        rows = shape[3] * (shape[1] // shape[2])
+        if cuda_attention.decode_preferred(*shape, sms=0):  # on any GPU
+            notes.append(f"{rows} query row(s) per KV head: the split-KV decode kernel")
+        elif cuda_attention.decode_preferred(*shape, sms=1 << 30):  # on a GPU with enough SMs
+            notes.append(f"{rows} query rows per KV head: the split-KV decode kernel where 2 x batch x query "
+                         "heads is at most the SM count, else the tile kernel")
+    if all(isinstance(t.shape[-1], int) for t in (q, v)):
+        notes.append(cuda_attention.padding_note(q.shape[-1], v.shape[-1]))
+    return runs, "; ".join(n for n in notes if n) or None
 
 
 def linear(spec: DeviceSpec, x: torch.Tensor, weight_nk: torch.Tensor,
