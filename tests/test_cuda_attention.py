@@ -127,6 +127,23 @@ CASES = {
 }
 
 
+def _protected_and_plain_match_by_the_2x_rule(q, k, v, mask, causal, scale, gqa, sid):
+    """The op (protected) and the same kernel with protection compiled out: outputs in q's shape and
+    dtype, finite, within 2x PyTorch's own low-precision error of fp64 SDPA, and equal to each other.
+    Returns the protected output."""
+    # a row with no key gives 0 (the op's contract, as PyTorch's math SDPA; other backends give NaN)
+    ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64).nan_to_num(0.0)
+    torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double().nan_to_num(0.0) - ref).abs().max()
+    out = torch.ops.ftcompile.attention(q, k, v, mask, causal, scale, gqa, sid)
+    plain = ca.attention(q, k, v, mask, causal, scale, gqa, protect=False)
+    assert out.shape == ref.shape and out.dtype == q.dtype
+    for o in (out, plain):
+        assert torch.isfinite(o).all()
+        assert (o.double() - ref).abs().max() <= 2 * torch_err + 1e-5
+    assert torch.equal(out, plain)  # same kernel, protection off: identical outputs
+    return out
+
+
 # Head dims the kernels run zero-padded (q = k, v): to d=64 and to d=128, and v's apart from q's.
 PADDED_DIMS = [(32, 32), (40, 40), (80, 80), (96, 96), (64, 32), (96, 128)]
 
@@ -175,18 +192,8 @@ def test_matches_fp64_reference_by_the_2x_rule(case, d, kern, dtype, monkeypatch
     causal, scale, gqa = c.get("causal", False), c.get("scale"), hq != hk
     name = f"num-{case}-{d}-{kern}-{dtype}"
     sid = site(name, "attention")
-    # a row with no key gives 0 (the op's contract, as PyTorch's math SDPA; other backends give NaN)
-    ref = _sdpa(q, k, v, mask, causal, scale, gqa, torch.float64).nan_to_num(0.0)
-    torch_err = (_sdpa(q, k, v, mask, causal, scale, gqa).double().nan_to_num(0.0) - ref).abs().max()
-    out = torch.ops.ftcompile.attention(q, k, v, mask, causal, scale, gqa, sid)
-    assert _ran(kern)
-    plain = ca.attention(q, k, v, mask, causal, scale, gqa, protect=False)
-    assert _ran(kern)
-    assert out.shape == ref.shape and out.dtype == dtype
-    for o in (out, plain):
-        assert torch.isfinite(o).all()
-        assert (o.double() - ref).abs().max() <= 2 * torch_err + 1e-5
-    assert torch.equal(out, plain)  # same kernel, protection off: identical outputs
+    out = _protected_and_plain_match_by_the_2x_rule(q, k, v, mask, causal, scale, gqa, sid)
+    assert _ran(kern)  # (the last call: protection off, the same kernel)
     s = _stats(name)
     assert s["checks"] == 1 and s["detected"] == 0 and s["nonfinite_inputs"] == 0
 
@@ -474,34 +481,42 @@ def _fault_at_stage_corrected(name, stage, d, dtype):
 def test_random_faults_detected_and_corrected(d, kern, fault, monkeypatch):
     _use(kern, monkeypatch)
     """Drawn tile and element (the reference's generator), value and bit-flip faults, every stage."""
-    dtype = torch.bfloat16
     gen = torch.Generator(device="cuda").manual_seed(3)
-    q, k, v = _inputs(1, 4, 4, 200, 330, d, dtype, gen)
+    q, k, v = _inputs(1, 4, 4, 200, 330, d, torch.bfloat16, gen)
+    checked = _random_faults_corrected(f"cuda-rand-{d}-{kern}", q, k, v, fault, p_mma_unseen=ca.TOL_AGREE[q.dtype])
+    assert checked >= 9, checked  # at least 9 of the stages x 3 passes were real faults, checked
+
+
+def _random_faults_corrected(prefix, q, k, v, fault, p_mma_unseen=None):
+    """Three drawn faults (tile and element from the reference's generator) at every stage, each in
+    a call of its own: detected and corrected to the fault-free output, or numerically no change.
+    ``p_mma_unseen``: the relative change of a consumed P that may pass unseen (the tile kernels
+    check it through the row sum to TOL_AGREE). Returns how many were real faults, checked."""
+    gqa = q.shape[-3] != k.shape[-3]
     checked = 0
     for stage in STAGES:
         for seed in range(3):
-            name = f"cuda-rand-{d}-{kern}-{stage}-{seed}-{fault.get('bit')}"
+            name = f"{prefix}-{stage}-{seed}-{fault.get('bit')}"
             sid = site(name, "attention")
-            clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+            clean = torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid)
             with inject(FaultSpec(site=name, stage=stage, seed=seed, **fault)) as inj:
-                out = torch.ops.ftcompile.attention(q, k, v, None, False, None, False, sid)
+                out = torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid)
             ev = inj.events[0]
             s = _stats(name)
             # a flip that leaves the value (numerically) unchanged is not a fault to find
             if ev.after == ev.before or (math.isfinite(ev.after) and abs(ev.after - ev.before) < 1e-3 * (1 + abs(ev.before))):
                 assert s["uncorrectable"] == 0
                 continue
-            if stage == "p_mma" and s["detected"] == 0:
-                # A consumed P is checked through the row sum, to TOL_AGREE of it (2^-8 in bf16): a
-                # smaller change d moves o_j by d (v_kj - o_j) / l, at most TOL_AGREE |v_kj - o_j|.
-                # That bound is all an undetected one may do (docs/reliability.md).
-                bound = ca.TOL_AGREE[dtype] * (v.float().abs().amax() + clean.float().abs().amax())
+            if stage == "p_mma" and s["detected"] == 0 and p_mma_unseen is not None:
+                # a smaller change d of a consumed P moves o_j by d (v_kj - o_j) / l, at most
+                # p_mma_unseen |v_kj - o_j|: all an undetected one may do (docs/reliability.md)
+                bound = p_mma_unseen * (v.float().abs().amax() + clean.float().abs().amax())
                 assert (out.float() - clean.float()).abs().max() <= bound + 2.0 ** -7 * clean.float().abs().amax()
                 continue
             checked += 1
             assert s["detected"] == 1 and s["corrected"] == 1 and s["uncorrectable"] == 0, (stage, seed, ev, s)
             torch.testing.assert_close(out, clean, rtol=2.0 ** -7, atol=1e-4)
-    assert checked >= 9, checked  # at least 9 of the stages x 3 passes were real faults, checked
+    return checked
 
 
 def _underflowing_group_share(q, k, scale):

@@ -507,13 +507,17 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
       if (moved)  // CTA-uniform: every thread holds the same maxima
 #pragma unroll
         for (int r = 0; r < R; ++r) o[r][0] *= alpha[r], o[r][1] *= alpha[r];
-      if (inject && kp == 0)
-        for_recs<R>(p, kRescale, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
-          if (rec.col >> 1 == cp)
+      // The O injection hooks (rescale, pv): the element's column pair, key part 0.
+      auto inject_o = [&](int stage) {
+        if (inject && kp == 0)
+          for_recs<R>(p, stage, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+            if (rec.col >> 1 == cp)
 #pragma unroll
-            for (int r = 0; r < R; ++r)
-              if (r == rr) corrupt_at(o[r], rec.col & 1, rec, log);
-        });
+              for (int r = 0; r < R; ++r)
+                if (r == rr) corrupt_at(o[r], rec.col & 1, rec, log);
+          });
+      };
+      inject_o(kRescale);
       const int chunk = col >> 3, within = col & 7;
 #pragma unroll
       for (int jj = 0; jj < C::kKPL; jj += 4) {
@@ -531,13 +535,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
           o[r][0] = fmaf(pr.w, v[3].x, o[r][0]), o[r][1] = fmaf(pr.w, v[3].y, o[r][1]);
         }
       }
-      if (inject && kp == 0)
-        for_recs<R>(p, kPV, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
-          if (rec.col >> 1 == cp)
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              if (r == rr) corrupt_at(o[r], rec.col & 1, rec, log);
-        });
+      inject_o(kPV);
     }
     cp_async_wait<0>();
     __syncthreads();  // the ring is free: it holds the key parts' O for the exchange
@@ -834,6 +832,19 @@ cudaError_t launch(const Params& p, int row_blocks, cudaStream_t stream) {
   // PDL (the combine's CTAs launch while the splits run): ~1 us faster at R <= 4, ~3.5 us slower at
   // R = 8 on an H200 (NOTES_attention.md, run 54e), so only there.
   return sm90::launch_ex(comb, dim3(row_blocks, p.B * p.Hk), kThreads, cs, stream, 1, /*pdl=*/R <= 4, p);
+}
+
+// The instantiation a call runs (rows per CTA 2, 4 or 8; head dim 64 or 128): efta_decode_<dtype>.cu.
+template <typename T>
+cudaError_t dispatch(const Params& p, int D, bool protect, int rows, int row_blocks, cudaStream_t s) {
+  if (D == 64) {
+    if (rows == 2) return protect ? launch<T, 64, true, 2>(p, row_blocks, s) : launch<T, 64, false, 2>(p, row_blocks, s);
+    if (rows == 4) return protect ? launch<T, 64, true, 4>(p, row_blocks, s) : launch<T, 64, false, 4>(p, row_blocks, s);
+    return protect ? launch<T, 64, true, 8>(p, row_blocks, s) : launch<T, 64, false, 8>(p, row_blocks, s);
+  }
+  if (rows == 2) return protect ? launch<T, 128, true, 2>(p, row_blocks, s) : launch<T, 128, false, 2>(p, row_blocks, s);
+  if (rows == 4) return protect ? launch<T, 128, true, 4>(p, row_blocks, s) : launch<T, 128, false, 4>(p, row_blocks, s);
+  return protect ? launch<T, 128, true, 8>(p, row_blocks, s) : launch<T, 128, false, 8>(p, row_blocks, s);
 }
 
 }  // namespace dec
