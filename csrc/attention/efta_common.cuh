@@ -117,6 +117,11 @@ __device__ __forceinline__ float lg2(float x) {
   return y;
 }
 
+// Telemetry: faults are rare, so each thread that finds one adds it to the site's row directly.
+__device__ __forceinline__ void bump(unsigned long long* counters, int field, unsigned n = 1) {
+  if (n) atomicAdd(counters + field, (unsigned long long)n);
+}
+
 // injection.corrupt for one record (mode 0: add value; 1, 2, 3: flip a bit of fp32, bf16, fp16).
 __device__ __forceinline__ float corrupt(float v, const InjRec& r) {
   return corrupt_value(v, r.mode == 0, r.mode - 1, r.bit, r.value);

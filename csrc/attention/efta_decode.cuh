@@ -9,7 +9,8 @@
 //    the cache is read once per KV head, not once per query head;
 //  * the key tiles are cut into runs (splits), one CTA each, so that one step fills the GPU;
 //  * the checksums are built in the CTA from the tiles already in shared memory (no prepass);
-//  * at 4-8 rows tensor cores would idle: the products run in fp32 FMAs, as the reference computes.
+//  * the products run in fp32 FMAs, as the reference computes (expected idle at 2-8 rows; measured,
+//    they and the latency bound the kernel: tensor cores are the next step, NOTES_attention.md B36).
 //
 // A CTA (128 threads) walks its split's 64-key tiles (the reference's tiles) through a cp.async ring.
 // Scores: thread pair (j = tid / 2, half h) owns key j and computes its R scores over D/2 columns
@@ -87,10 +88,6 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
   const float2 a = Elem<T>::unpack(u.x), b = Elem<T>::unpack(u.y), c = Elem<T>::unpack(u.z),
                d = Elem<T>::unpack(u.w);
   f[0] = a.x, f[1] = a.y, f[2] = b.x, f[3] = b.y, f[4] = c.x, f[5] = c.y, f[6] = d.x, f[7] = d.y;
-}
-
-__device__ __forceinline__ void bump(unsigned long long* counters, int field, unsigned n = 1) {
-  if (n) atomicAdd(counters + field, (unsigned long long)n);
 }
 
 // The CTA's rows: row rr is query i of head h (rows past the group's Sq x G are padding: q = 0, every

@@ -628,11 +628,6 @@ __device__ __forceinline__ uint32_t fingerprint(const TileOut<MT>& to, int rr) {
   return h;
 }
 
-// Telemetry: faults are rare, so each lane that finds one adds it to the site's row directly.
-__device__ __forceinline__ void bump(unsigned long long* counters, int field, unsigned n = 1) {
-  if (n) atomicAdd(counters + field, (unsigned long long)n);
-}
-
 // Pieces of one key tile's protection shared by both kernels (this file's tile_step and the wgmma
 // kernel's loop, efta_sm90.cuh).
 
