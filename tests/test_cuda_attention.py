@@ -655,19 +655,26 @@ def test_heads_last_output_equals_the_contiguous_one(d, kern, stage, monkeypatch
     """heads_last: the kernel stores O through its strides in [B, S, H, D] memory order: the
     contiguous call's values bit for bit, from strided q, k, v too, and a fault corrected there."""
     _use(kern, monkeypatch)
-    name = f"cuda-heads-last-{d}-{kern}-{stage}"
-    sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(5)
     q, k, v = _inputs(2, 3, 3, 70, 150, d, torch.bfloat16, gen, layout="bshd")
-    plain = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid)
-    out = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid, True)
-    assert _ran(kern) and out.stride() == (70 * 3 * v.shape[-1], v.shape[-1], 3 * v.shape[-1], 1)
-    assert torch.equal(out, plain)
-    with inject(FaultSpec(site=name, stage=stage, index=FAULT_INDEX[stage], value=2.5, k_step=0)):
-        faulty = torch.ops.ftcompile.attention(q, k, v, None, True, None, False, sid, True)
+    _heads_last_equals_contiguous(f"cuda-heads-last-{d}-{kern}-{stage}", q, k, v, True, stage, FAULT_INDEX[stage])
+    assert _ran(kern)
+
+
+def _heads_last_equals_contiguous(name, q, k, v, causal, stage, index):
+    """heads_last output [B, H, S, Dv] in [B, S, H, Dv] memory order: the contiguous call's values bit
+    for bit; a value fault at ``stage`` / ``index`` of tile 0 corrected there; opcheck passes."""
+    sid = site(name, "attention")
+    gqa = q.shape[-3] != k.shape[-3]
+    _, h, sq, dv = *q.shape[:-1], v.shape[-1]
+    plain = torch.ops.ftcompile.attention(q, k, v, None, causal, None, gqa, sid)
+    out = torch.ops.ftcompile.attention(q, k, v, None, causal, None, gqa, sid, True)
+    assert out.stride() == (sq * h * dv, dv, h * dv, 1) and torch.equal(out, plain)
+    with inject(FaultSpec(site=name, stage=stage, index=index, value=2.5, k_step=0)):
+        faulty = torch.ops.ftcompile.attention(q, k, v, None, causal, None, gqa, sid, True)
     torch.testing.assert_close(faulty, plain, rtol=2.0 ** -7, atol=1e-5)
     assert _stats(name)["detected"] == 1 and _stats(name)["corrected"] == 1
-    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, True, None, False, sid, True))
+    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, causal, None, gqa, sid, True))
 
 
 @needs_gpu

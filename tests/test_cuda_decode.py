@@ -15,8 +15,9 @@ import torch
 from ftcompile import FaultDetected, FaultSpec, inject
 from ftcompile.ops import cuda_attention as ca
 from conftest import site
-from test_cuda_attention import (DTYPES, STAGES, _inputs, _protected_and_plain_match_by_the_2x_rule,
-                                 _random_faults_corrected, _sdpa, _stats, needs_gpu)
+from test_cuda_attention import (DTYPES, STAGES, _heads_last_equals_contiguous, _inputs,
+                                 _protected_and_plain_match_by_the_2x_rule, _random_faults_corrected, _sdpa,
+                                 _stats, needs_gpu)
 
 
 # ------------------------------------------------------------------------------------------- CPU
@@ -276,18 +277,10 @@ def test_decode_long_cache(d, monkeypatch):
 @pytest.mark.parametrize("stage", ["pv", "score"])
 def test_decode_heads_last_output_and_opcheck(stage, monkeypatch):
     _use_decode(monkeypatch)
-    name = f"decode-heads-last-{stage}"
-    sid = site(name, "attention")
     gen = torch.Generator(device="cuda").manual_seed(5)
     q, k, v = _inputs(2, 8, 2, 1, 150, 128, torch.bfloat16, gen, layout="bshd")
-    plain = torch.ops.ftcompile.attention(q, k, v, None, False, None, True, sid)
-    out = torch.ops.ftcompile.attention(q, k, v, None, False, None, True, sid, True)
-    assert out.stride() == (8 * 128, 128, 8 * 128, 1) and torch.equal(out, plain)
-    with inject(FaultSpec(site=name, stage=stage, index=FAULT_INDEX[stage], value=2.5, k_step=0)):
-        faulty = torch.ops.ftcompile.attention(q, k, v, None, False, None, True, sid, True)
-    torch.testing.assert_close(faulty, plain, rtol=2.0 ** -7, atol=1e-5)
-    assert _stats(name)["detected"] == 1 and _stats(name)["corrected"] == 1
-    torch.library.opcheck(torch.ops.ftcompile.attention, (q, k, v, None, False, None, True, sid, True))
+    _heads_last_equals_contiguous(f"decode-heads-last-{stage}", q, k, v, False, stage, FAULT_INDEX[stage])
+    assert ca.last_kernel() == "decode"
 
 
 @needs_gpu

@@ -122,6 +122,14 @@ __device__ __forceinline__ void corrupt_at(float (&a)[N], int i, const InjRec& r
     }
 }
 
+// acc[i] += x with i a runtime index (unrolled: acc stays in registers).
+template <int N>
+__device__ __forceinline__ void add_at(float (&acc)[N], int i, float x) {
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    if (k == i) acc[k] += x;
+}
+
 // Sum each of v[0..N) over the CTA; every thread gets the totals (buf: 4 x N floats of shared memory).
 template <int N>
 __device__ __forceinline__ void block_sum(float (&v)[N], float* buf) {
@@ -555,9 +563,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
 #pragma unroll
       for (int q = 0; q < C::kKP; ++q) x += sO[(q * R + r) * D + c];
       fin_o[k] = x;
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr)
-        if (rr == r) red[rr] += x;
+      add_at(red, r, x);
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -624,10 +630,8 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
     for (int r = 0; r < R; ++r) diff[r] = 0.f;
 #pragma unroll
     for (int k = 0; k < C::kNE; ++k) {
-      const int r = (tid + kThreads * k) / D;
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr)
-        if (rr == r) diff[rr] += __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]) ? 1.f : 0.f;
+      const bool differs = __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]);
+      add_at(diff, (tid + kThreads * k) / D, differs ? 1.f : 0.f);
     }
     block_sum<R>(diff, sRed);
     uint32_t keep_first = 0;
@@ -752,9 +756,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
       for (int s = 0; s < S; ++s) x = fmaf(wO[r * S + s], part0[s * PF + e], x);
       const float L = sL[r];
       out[k] = isnan(L) ? L : L > 0.f ? x / L : 0.f;  // no live key: 0, as SDPA's; NaN inputs: NaN
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr)
-        if (rr == r) so[rr] += out[k];
+      add_at(so, r, out[k]);
     }
     if constexpr (!kProtect) break;
     block_sum<R>(so, sRed);  // (its barriers also end this round's reads of wO and sL)
@@ -788,10 +790,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
     for (int r = 0; r < R; ++r) nd[r] = 0.f;
 #pragma unroll
     for (int k = 0; k < kNE; ++k) {
-      const int r = (tid + kThreads * k) / D;
-#pragma unroll
-      for (int rr = 0; rr < R; ++rr)
-        if (rr == r) nd[rr] += __float_as_uint(out[k]) != __float_as_uint(first[k]) ? 1.f : 0.f;
+      add_at(nd, (tid + kThreads * k) / D, __float_as_uint(out[k]) != __float_as_uint(first[k]) ? 1.f : 0.f);
     }
     block_sum<R>(nd, sRed);
     if (tid == 0)
