@@ -70,8 +70,19 @@ def main() -> None:
         else:
             ran = ca.last_kernel()
             row["ours_plain"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, protect=False), args.rounds)
+            if ran == "decode":  # both split kernels on the same call ("ours" is auto's choice)
+                for impl in ("tc", "fma"):
+                    ca.DECODE_IMPL = impl
+                    row[impl] = _us(lambda: torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid),
+                                    args.rounds)
+                    row[f"{impl}_plain"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, protect=False),
+                                               args.rounds)
+                ca.DECODE_IMPL = "auto"
             row["tile_kernel"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, site, kernel="wgmma"),
                                      args.rounds)
+            if ran != "decode" and sq * hq // hk <= ca.DECODE_MAX_ROWS:  # what "auto" leaves out
+                row["decode"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, site, kernel="decode"),
+                                    args.rounds)
             ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=gqa)
             err = (torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid).double() - ref).abs().max()
             sdpa_err = (F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa).double() - ref).abs().max()

@@ -5,6 +5,7 @@
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [host] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #                                                   [tilesmidm] [globalref] [shapes] [decode]
+#                                                   [decodetests] [decodefma]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -17,8 +18,9 @@
 #    thread kernel); globalref (after global, REF_LIB=path) = the global table with another library
 #    and both side by side (benchmarks/compare_global.py); shapes = the attention op at zero-padded
 #    head dims and at decode shapes (benchmarks/attention_shapes.py); decode = the decode kernel's
-#    CUDA tests (tests/test_cuda_decode.py), then its shapes (attention_shapes.py --set decode);
-#    alone, it skips building the attention library)
+#    CUDA tests (tests/test_cuda_decode.py) on its tensor-core split kernel, then its shapes
+#    (attention_shapes.py --set decode); decodetests = those tests alone; decodefma = the same tests
+#    on the FMA split kernel (FTCOMPILE_DECODE_IMPL=fma))
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -59,12 +61,18 @@ for part in $parts; do
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
-    decode) timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
+    decode) FTCOMPILE_DECODE_IMPL=tc timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
               > "$OUT/pytest_decode.log" 2>&1
             stamp "decode tests rc=$?"
             timeout 240 python3 benchmarks/attention_shapes.py --set decode --out "$OUT/attention_decode.txt" \
               > "$OUT/attention_decode.log" 2>&1
             stamp "shapes decode rc=$?" ;;
+    decodetests) FTCOMPILE_DECODE_IMPL=tc timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
+                   > "$OUT/pytest_decode.log" 2>&1
+                 stamp "decode tests rc=$?" ;;
+    decodefma) FTCOMPILE_DECODE_IMPL=fma timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 \
+                 tests/test_cuda_decode.py > "$OUT/pytest_decode_fma.log" 2>&1
+               stamp "decode tests (fma split kernel) rc=$?" ;;
     shapes) for set in headdims decode; do
               timeout 240 python3 benchmarks/attention_shapes.py --set $set --out "$OUT/attention_$set.txt" \
                 > "$OUT/attention_$set.log" 2>&1
@@ -110,7 +118,9 @@ done
 
 cat "$OUT/env.log"; tail -4 "$OUT/build.log"
 [ -f "$OUT/pytest.log" ] && { grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20; tail -3 "$OUT/pytest.log"; }
-[ -f "$OUT/pytest_decode.log" ] && { grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/pytest_decode.log" | head -30; tail -3 "$OUT/pytest_decode.log"; }
+for log in pytest_decode_fma pytest_decode; do
+  [ -f "$OUT/$log.log" ] && { grep -E "^(FAILED|ERROR)|Error|assert" "$OUT/$log.log" | head -30; tail -3 "$OUT/$log.log"; }
+done
 [ -f "$OUT/models.md" ] && cat "$OUT/models.md" || tail -20 "$OUT/models.log" 2>/dev/null
 [ -f "$OUT/host_overhead.txt" ] && grep "^|" "$OUT/host_overhead.txt"
 [ -f "$OUT/profile_selection.log" ] && grep -E "^(==|total)" "$OUT/profile_selection.log"

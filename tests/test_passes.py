@@ -205,7 +205,7 @@ def test_explain_says_what_runs_each_site_on_the_target(d, dtype, device, runs, 
 
 @pytest.mark.parametrize("sq,hq,hk,note", [
     (1, 32, 8, "4 query row(s) per KV head: the split-KV decode kernel"),
-    (2, 32, 8, "8 query rows per KV head: the split-KV decode kernel where 2 x batch x query heads"),
+    (2, 32, 8, "8 query row(s) per KV head: the split-KV decode kernel"),
     (1, 12, 12, "1 query row(s) per KV head: the split-KV decode kernel"),
     (3, 32, 8, None)])
 def test_explain_names_the_decode_kernel_at_decode_shapes(sq, hq, hk, note):

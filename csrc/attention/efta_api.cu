@@ -48,6 +48,7 @@ static int make_params(const HostArgs* a, Params& p) {
   p.inj_log = reinterpret_cast<float*>(a->inj_log);
   p.dec_ws = reinterpret_cast<float*>(a->kc);
   p.dec_splits = (int)a->dec_splits, p.dec_tps = (int)a->dec_tps, p.dec_visit = (int)a->dec_visit;
+  p.dec_impl = (int)a->dec_impl;
   return 0;
 }
 
@@ -57,7 +58,7 @@ static int launch_decode(const HostArgs* a, const Params& p, cudaStream_t s) {
   const int64_t rows = a->Sq * (a->Hq / a->Hk);
   if ((a->dec_rows != 2 && a->dec_rows != 4 && a->dec_rows != 8) || a->kc == 0 || a->dec_splits < 1 || a->dec_tps < 1 ||
       a->dec_visit < 1 || a->dec_visit > a->n_tiles || a->dec_splits * a->dec_tps < a->dec_visit ||
-      (a->dec_splits - 1) * a->dec_tps >= a->dec_visit || a->B * a->Hk > 65535)
+      (a->dec_splits - 1) * a->dec_tps >= a->dec_visit || a->B * a->Hk > 65535 || a->dec_impl < 0 || a->dec_impl > 1)
     return EFTA_ERR_ARGS;
   if (a->protect && a->nf_token == 0) return EFTA_ERR_ARGS;
   const int row_blocks = (int)((rows + a->dec_rows - 1) / a->dec_rows);

@@ -21,8 +21,8 @@ struct HostArgs {
   int64_t policy, counters, alarms, dbg, nf_token, inj, n_inj, inj_log;
   int64_t stream;
   // decode (variant 3): rows per CTA (2, 4 or 8), splits, tiles per split, tiles visited; kc is the
-  // workspace (kn, vc point into it too)
-  int64_t dec_rows, dec_splits, dec_tps, dec_visit;
+  // workspace (kn, vc point into it too); dec_impl: 0 the tensor-core split kernel, 1 the FMA one
+  int64_t dec_rows, dec_splits, dec_tps, dec_visit, dec_impl;
   double scale, kc_unscale, vc1_unscale, c_gemm, e_out, tol_agree;
 };
 

@@ -78,6 +78,7 @@ struct Params {
   // [split * dec_tps, min(+dec_tps, dec_visit)); nf_token[2] is its non-finite flag.
   float* dec_ws;
   int dec_splits, dec_tps, dec_visit;
+  int dec_impl;  // the split kernel: 0 tensor cores, 1 FMA
 };
 
 // The mask's tile-map entry of (mask batch b, mask head h, 64-row block qb) (see Params::mask_map).

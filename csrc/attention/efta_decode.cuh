@@ -1,6 +1,7 @@
-// EFTA for few query rows per KV head (decode): split-KV flash attention on the FMA pipes, with the
-// protection stages of the tile kernels (efta_kernel.cuh) rebuilt for its layout, and a combine
-// kernel that merges the splits under a check of its own.
+// EFTA for few query rows per KV head (decode): split-KV flash attention with the protection stages
+// of the tile kernels (efta_kernel.cuh) rebuilt for its layout, two split kernels (fp32 FMAs, first
+// below; tensor cores, decode_tc_split_kernel further down; "auto" picks per shape, as measured:
+// cuda_attention.decode_impl) and a combine kernel that merges the splits under a check of its own.
 //
 // Why a second kernel (NOTES_attention.md, session 48): the tile kernels give each (query block, query
 // head) one CTA, so one query row per step makes B x Hq CTAs that each stream the whole cache at
@@ -9,8 +10,8 @@
 //    the cache is read once per KV head, not once per query head;
 //  * the key tiles are cut into runs (splits), one CTA each, so that one step fills the GPU;
 //  * the checksums are built in the CTA from the tiles already in shared memory (no prepass);
-//  * the products run in fp32 FMAs, as the reference computes (expected idle at 2-8 rows; measured,
-//    they and the latency bound the kernel: tensor cores are the next step, NOTES_attention.md B36).
+//  * the FMA kernel's products run in fp32, as the reference computes; its shared-memory loads and
+//    latency bound it, and it wins only at head dim 64 with 2 rows (NOTES_attention.md, session 49).
 //
 // A CTA (128 threads) walks its split's 64-key tiles (the reference's tiles) through a cp.async ring.
 // Scores: thread pair (j = tid / 2, half h) owns key j and computes its R scores over D/2 columns
@@ -33,6 +34,8 @@
 // Combine: each split's weight exp(m_s - M) is computed twice, by different warps, for O and for its
 // checksum, and so is the normaliser; the merged row is checked against the merged checksum.
 #pragma once
+#include <type_traits>
+
 #include "efta_common.cuh"
 #include "sm90_host.cuh"
 
@@ -814,12 +817,646 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// The tensor-core split kernel (B36; NOTES_attention.md, session 49): the layout and protection
+// stages of the kernel above, the products on mma.sync m16n8k16.
+//  * S = Q K^T: Q is the A operand (16 rows: the CTA's query rows 0..R-1, zero rows up to 7, and
+//    q^c = sum_r q_r in three 16-bit parts in rows 8-10), K the B operand, so the left checksum
+//    rides in rows the MMA computes anyway. Warp w takes keys 16w..16w+15 of each 64-key tile; lane
+//    (g = lane / 4, t = lane % 4) holds row g's scores of keys 2t, 2t + 1, 8 + 2t, 9 + 2t (and row
+//    g + 8's, the checksum parts).
+//  * ||k_j||^2, for GEMM-I's threshold, from the diagonal of K K^T: the K fragments of the scores
+//    are an A operand as they are.
+//  * O^T = V^T P^T: V through ldmatrix.trans is the A operand (16 head-dim columns per m-tile), P^T
+//    the B operand straight from the score registers (its n = 8 columns are the query rows). The
+//    checksum m-tile's rows are V^c = sum_c V_jc in three 16-bit parts, sum_c |V_jc| and ones (l_mma:
+//    the P the products read, summed by the tensor core); V's row sums are MMAs too (ones times V's
+//    rows), so they land in the lanes that need them.
+// The checks are the FMA kernel's, with three differences:
+//  * the unified check is one sum per key over the rows (log2 P - b + m where P is alive, c2 s where
+//    it is dead, minus c2 s^c), judged by the lane holding ||k||^2;
+//  * a failed tile check reruns the split at its end (no CTA vote per tile: the checks stay off the
+//    loop's critical path, which bounds this kernel); the rerun is counted once if its outputs or a
+//    per-lane digest of its scores, P and max moved;
+//  * l (registers) and l_mma (tensor core) add the same 16-bit P in different orders, so they agree
+//    to kTolL, not bit for bit: a smaller change of a consumed P passes, moving O by less than that.
+template <typename T, int D, int R>
+struct TcCfg {
+  static constexpr int kCtasPerSm = 3;  // cuda_attention.DECODE_CTAS_PER_SM plans the splits on it
+  static constexpr int kKS = D / 16;                 // k-steps of S = m-tiles of O^T
+  static constexpr int kStages = D == 128 ? 2 : 3;   // (~73 / ~55 KB: 3 CTAs per SM)
+  static constexpr int kNE = R * D / kThreads;
+  static constexpr int kRed = 5 * R;
+  static constexpr int kTile = kBlockN * D;
+  static constexpr int kOffQ = 0;                    // 16 x D 16-bit, swizzled as the tiles
+  static constexpr int kOffMax = kOffQ + 16 * D * 2;  // [warp][8] the tile's row maxima
+  static constexpr int kOffRed = kOffMax + kWarps * 8 * 4;
+  static constexpr int kOffInt = kOffRed + 4 * kRed * 4;
+  static constexpr int kOffFirst = kOffInt + 8 * 4;
+  static constexpr int kOffStage = (kOffFirst + (R * D + 3 * R) * 4 + 127) / 128 * 128;
+  static constexpr int kStageBytes = 2 * kTile * (int)sizeof(T);
+  static constexpr int kSmem = kOffStage + kStages * kStageBytes;
+  static_assert(kWarps * R * D * 4 <= kStages * kStageBytes, "the end-of-split O exchange reuses the ring");
+  static_assert(kCtasPerSm * (kSmem + 1024) <= 228 * 1024, "3 CTAs per SM (with __launch_bounds__)");
+};
+
+// Element offset of (row, 16-byte chunk) in a tile or the Q tile: chunk XOR row % 8, so that the 8
+// rows of an ldmatrix phase fall in 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz8(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// a[i] with i a runtime index (unrolled: a stays in registers); dflt past the end.
+template <int N>
+__device__ __forceinline__ float pick(const float (&a)[N], int i, float dflt) {
+  float x = dflt;
+#pragma unroll
+  for (int k = 0; k < N; ++k) x = k == i ? a[k] : x;
+  return x;
+}
+
+// One tile's pass for a lane: scores, the row max (one CTA exchange), exponentials and checks.
+template <int R>
+struct TcPass {
+  float s[2][4];  // S of keys 8 nt + 2t + {0, 1}: row g (0, 1), row g + 8 (2, 3)
+  float P[2][2];  // row g's numerators of those keys
+  float m[R];     // the tile's new row max (log2 units)
+  bool bad;       // a check of this lane failed
+  unsigned nf;    // rows with a non-finite score
+};
+
+template <typename T, int D, bool kProtect, int R>
+__global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_tc_split_kernel(const Params p) {
+  using C = TcCfg<T, D, R>;
+  constexpr int KS = C::kKS;
+  // V^c in fp16 is kept 2^8 smaller (sums of 128 values must stay below 65504)
+  constexpr float kVcDown = std::is_same<T, __half>::value ? 0x1p-8f : 1.f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem + C::kOffQ);
+  float* sMax = reinterpret_cast<float*>(smem + C::kOffMax);
+  float* sRed = reinterpret_cast<float*>(smem + C::kOffRed);
+  int* sInt = reinterpret_cast<int*>(smem + C::kOffInt);
+  float* sFirst = reinterpret_cast<float*>(smem + C::kOffFirst);
+  T* ring = reinterpret_cast<T*>(smem + C::kOffStage);
+
+  grid_dep_launch_dependents();  // (R <= 4: the combine's CTAs wait for this grid, PDL)
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tq = lane & 3;
+  const int split = blockIdx.x, bh = blockIdx.z, b = bh / p.Hk, hk = bh % p.Hk;
+  const Rows rows{p.Hq / p.Hk, (int)blockIdx.y, p.Sq * (p.Hq / p.Hk)};
+  const int t_begin = split * p.dec_tps, t_end = min(t_begin + p.dec_tps, p.dec_visit);
+  const int nt = t_end - t_begin;
+  const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
+  const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  const float c2 = p.scale * kLog2e;
+  const bool fix = p.policy == kCorrect || p.policy == kRecompute;
+
+  // The Q tile: query rows (padding and rows R..7 zero), then q^c in three parts (rows 8-10).
+  for (int e = tid; e < 16 * D; e += kThreads) {
+    const int rr = e / D, d = e % D;
+    T x = Elem<T>::from_f(0.f);
+    if (rr < R && rows.valid(rr, R))
+      x = (reinterpret_cast<const T*>(p.q) + b * p.q_sb + rows.head(rr, R, hk) * p.q_sh +
+           (int64_t)rows.query(rr, R) * p.q_ss)[d];
+    sQ[swz8<D>(rr, d >> 3) + (d & 7)] = x;
+  }
+  __syncthreads();
+  float qns = 0.f;  // sum_r ||q_r||
+  if constexpr (kProtect) {
+    if (tid < D) {
+      float c = 0.f;
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) c += Elem<T>::to_f(sQ[swz8<D>(rr, tid >> 3) + (tid & 7)]);
+      const T hi = Elem<T>::from_f(c);
+      const float r1 = c - Elem<T>::to_f(hi);
+      const T mid = Elem<T>::from_f(r1);
+      sQ[swz8<D>(8, tid >> 3) + (tid & 7)] = hi;
+      sQ[swz8<D>(9, tid >> 3) + (tid & 7)] = mid;
+      sQ[swz8<D>(10, tid >> 3) + (tid & 7)] = Elem<T>::from_f(r1 - Elem<T>::to_f(mid));
+    }
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float sq = 0.f;
+      for (int d = lane; d < D; d += 32) {
+        const float x = Elem<T>::to_f(sQ[swz8<D>(rr, d >> 3) + (d & 7)]);
+        sq = fmaf(x, x, sq);
+      }
+#pragma unroll
+      for (int o = 16; o; o >>= 1) sq += __shfl_xor_sync(kFull, sq, o);
+      qns += sqrtf(sq);  // (every warp computes the same: no exchange)
+    }
+  }
+  __syncthreads();
+  uint32_t qa[KS][4];  // Q's A fragments, held for the whole split
+  {
+    const uint32_t off = ((lane & 7) + 8 * ((lane >> 3) & 1)) * 2 * D + ((((lane >> 4) & 1) ^ (lane & 7)) << 4);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) ldsm_x4(qa[ks], smem_u32(sQ) + (off ^ (ks << 5)));
+  }
+  // This lane's ldmatrix row in a K or V tile: matrices (keys 0-7 | 8-15) x (columns 0-7 | 8-15).
+  const uint32_t kv_off =
+      (16 * w + (lane & 7) + 8 * (lane >> 4)) * 2 * D + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
+
+  bool cta_inj = false;
+  if constexpr (kProtect)
+    for (int i = 0; i < p.n_inj; ++i) {
+      const InjRec& rec = p.inj[i];
+      const int rr = rec.row * rows.G + rec.h % rows.G - rows.rb * R;
+      cta_inj |= rec.b == b && rec.h / rows.G == hk && rr >= 0 && rr < R && rec.tile >= t_begin && rec.tile < t_end;
+    }
+  // Whether injection record rec's key (within the tile) is element (nt, e) of this lane's row rr.
+  auto owns_key = [&](const InjRec& rec, int rr) { return rr == g && rec.col >> 4 == w && ((rec.col >> 1) & 3) == tq; };
+
+  // Tile loads: this thread's 16-byte chunk column, every (128 / chunks per row)-th row (few
+  // registers: one row index and two strides, not an address per chunk).
+  constexpr int kRowStep = kThreads / (D / 8);
+  const int ld_ch = tid % (D / 8), ld_row = tid / (D / 8);
+  const T* gk_ch = gk + ld_ch * 8;
+  const T* gv_ch = gv + ld_ch * 8;
+  auto load_tile = [&](int t, int stg) {
+    const uint32_t sk = smem_u32(ring + stg * 2 * C::kTile), sv = sk + C::kTile * (int)sizeof(T);
+#pragma unroll
+    for (int i = 0; i < kBlockN / kRowStep; ++i) {
+      const int row = ld_row + kRowStep * i, gr = t * kBlockN + row, cr = min(gr, p.Sk - 1);
+      const uint32_t at = swz8<D>(row, ld_ch) * (int)sizeof(T);
+      cp_async16(sk + at, gk_ch + (int64_t)cr * p.k_ss, gr < p.Sk);
+      cp_async16(sv + at, gv_ch + (int64_t)cr * p.v_ss, gr < p.Sk);
+    }
+  };
+
+  const bool real = g < R;  // rows R..7 of the MMA are zero: no row
+  auto tile_pass = [&](const T* sK, int t, const float (&m_old)[R], bool inject) -> TcPass<R> {
+    TcPass<R> tp;
+    float kq[2][4];  // K K^T blocks: the diagonal is ||k||^2
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tp.s[n][e] = kq[n][e] = 0.f;
+    const uint32_t kb = smem_u32(sK);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t bk[4];
+      ldsm_x4(bk, kb + (kv_off ^ (ks << 5)));
+      Elem<T>::mma(tp.s[0], qa[ks], bk[0], bk[1]);
+      Elem<T>::mma(tp.s[1], qa[ks], bk[2], bk[3]);
+      if constexpr (kProtect) {
+        const uint32_t ak[4] = {bk[0], bk[2], bk[1], bk[3]};  // the same 16 keys as an A operand
+        Elem<T>::mma(kq[0], ak, bk[0], bk[1]);
+        Elem<T>::mma(kq[1], ak, bk[2], bk[3]);
+      }
+    }
+    if (kProtect && inject)
+      for_recs<R>(p, kScore, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+        if (owns_key(rec, rr)) {
+          if ((rec.col >> 3) & 1) corrupt_at(tp.s[1], rec.col & 1, rec, log);
+          else corrupt_at(tp.s[0], rec.col & 1, rec, log);
+        }
+      });
+
+    // Live keys, mask and scale: the log2-domain arguments of row g.
+    float st[2][2], bias[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = t * kBlockN + 16 * w + 8 * n + 2 * tq + e;
+        bool live = real && key < p.Sk;
+        float b2 = 0.f;
+        if (live && rows.valid(g, R)) {
+          const int i = rows.query(g, R);
+          live = !p.causal || key <= i;
+          if (live && p.mask != nullptr) {
+            const int64_t at = b * p.m_sb + rows.head(g, R, hk) * p.m_sh + (int64_t)i * p.m_sq + (int64_t)key * p.m_sk;
+            if (p.mask_bool) {
+              live = reinterpret_cast<const bool*>(p.mask)[at];
+            } else {
+              const float mv = reinterpret_cast<const float*>(p.mask)[at];
+              live = mv != -INFINITY;
+              b2 = live ? mv * kLog2e : 0.f;
+            }
+          }
+        }
+        bias[n][e] = b2;
+        st[n][e] = live ? fmaf(tp.s[n][e], c2, b2) : -INFINITY;
+      }
+
+    // Row max of the tile: the quad's 16 keys, then the 4 warps through shared memory.
+    float wm = fmaxf(fmaxf(st[0][0], st[0][1]), fmaxf(st[1][0], st[1][1]));
+    wm = fmaxf(wm, __shfl_xor_sync(kFull, wm, 1));
+    wm = fmaxf(wm, __shfl_xor_sync(kFull, wm, 2));
+    if (tq == 0) sMax[w * 8 + g] = wm;
+    tp.bad = false;
+    if constexpr (kProtect) {  // SNVR, attained: the warp's max is one of its row's scores
+      const bool hit = st[0][0] == wm || st[0][1] == wm || st[1][0] == wm || st[1][1] == wm;
+      const unsigned weq = __reduce_or_sync(kFull, (unsigned)hit << g);
+      tp.bad = real && wm != -INFINITY && !((weq >> g) & 1u);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      tp.m[r] = fmaxf(m_old[r], fmaxf(fmaxf(sMax[r], sMax[8 + r]), fmaxf(sMax[16 + r], sMax[24 + r])));
+    if (kProtect && inject)  // the max every thread uses, corrupted alike (one thread logs)
+      for_recs<R>(p, kRowmax, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+        corrupt_at(tp.m, rr, rec, tid == 0 ? log : nullptr);
+      });
+    const float mg = pick(tp.m, g, 0.f);
+    if constexpr (kProtect) {  // ... and the row's new max is the old one or one of the warps' (row g's lanes)
+      const float mo = pick(m_old, g, 0.f);
+      tp.bad |= real && !(mg == mo || mg == sMax[g] || mg == sMax[8 + g] || mg == sMax[16 + g] || mg == sMax[24 + g]);
+    }
+
+    // Exponentials and the checks.
+    tp.nf = 0;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = st[n][e] - mg;
+        tp.P[n][e] = real && x >= kDead2 ? ex2(x) : 0.f;  // false for -inf (masked) and NaN
+        if (kProtect && real) {
+          tp.nf |= (unsigned)!isfinite(tp.s[n][e]) << g;
+          tp.bad |= st[n][e] > mg;
+        }
+      }
+    if constexpr (kProtect) {
+      if (inject)
+        for_recs<R>(p, kExp, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+          if (owns_key(rec, rr)) {
+            if ((rec.col >> 3) & 1) corrupt_at(tp.P[1], rec.col & 1, rec, log);
+            else corrupt_at(tp.P[0], rec.col & 1, rec, log);
+          }
+        });
+      // Per key, summed over the rows: log2 P - bias + max where P is alive (= c2 s up to EXP's
+      // error), c2 s where it is dead (P must be 0), minus c2 s^c (the checksum rows): zero within
+      // EXP's tolerance and GEMM-I's bound. Unified: GEMM-I, the scale-and-mask FMA and EXP at once.
+      float u[2][2], tl[2][2];
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          // (selects, not branches: both sides are a few instructions)
+          const float x = st[n][e] - mg, raw = c2 * tp.s[n][e];
+          const bool alive = x >= kDead2;
+          tp.bad |= real && !alive && tp.P[n][e] != 0.f;  // dead or masked: exactly 0 unless hit
+          float uu = alive ? lg2(tp.P[n][e]) - bias[n][e] + mg : raw;
+          float tt = alive ? 1.f + fabsf(x) + fabsf(st[n][e]) + fabsf(bias[n][e]) : 1.f + fabsf(raw);
+          uu = real ? uu : 0.f, tt = real ? tt : 0.f;
+          uu = fmaf(g < 3 ? -c2 : 0.f, tp.s[n][2 + e], uu);
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) {
+            uu += __shfl_xor_sync(kFull, uu, o);
+            tt += __shfl_xor_sync(kFull, tt, o);
+          }
+          u[n][e] = uu, tl[n][e] = tt;
+        }
+      // Lane (g, g / 2) holds ||k||^2 of keys g and 8 + g on the diagonals: it judges them.
+      const int e = g & 1;
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const float kk = e ? kq[n][2 * n + 1] : kq[n][2 * n];
+        const float gthr = sqrtf(kk) * fmaf(p.c_gemm, qns, 0x1p-24f * D);
+        const float uv = e ? u[n][1] : u[n][0], tv = e ? tl[n][1] : tl[n][0];
+        tp.bad |= tq == g >> 1 && !(fabsf(uv) <= fmaf(kTolExp, tv, c2 * gthr));
+      }
+    }
+    return tp;
+  };
+
+  float m_old[R], o[KS][4], oc[4], l_own;  // l_own: row g's sum of the P this lane's products read
+  bool nf = false;
+  unsigned nf_rows = 0;
+  uint32_t redo_l = 0, redo_o = 0, reported = 0;
+  bool split_bad, talarm = false;  // a tile check failed (this lane; the CTA, first attempt)
+  // A digest of the lane's scores, P and max over the split: a rerun after a failed tile check
+  // compares it, since a fault may change nothing the split outputs (a masked key's score).
+  uint32_t dig = 0, dig_first = 0;
+  float fin_o[C::kNE], fin_l[R], fin_lm[R], fin_oc[R], fin_ab[R], fin_so[R];
+
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool first = attempt == 0;
+    split_bad = false;
+    dig = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) m_old[r] = -INFINITY;
+#pragma unroll
+    for (int mt = 0; mt < KS; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][e] = 0.f;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) oc[e] = 0.f;
+    l_own = 0.f;
+    nf_rows = 0;
+
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < nt) load_tile(t_begin + s, s);
+      cp_async_commit();
+    }
+    for (int it = 0; it < nt; ++it) {
+      const int t = t_begin + it;
+      cp_async_wait<C::kStages - 2>();
+      __syncthreads();  // tile it landed for every thread; the previous tile's readers are done
+      {
+        const int nx = it + C::kStages - 1;
+        if (nx < nt) load_tile(t_begin + nx, nx % C::kStages);
+        cp_async_commit();
+      }
+      const T* sK = ring + (it % C::kStages) * 2 * C::kTile;
+      const T* sV = sK + C::kTile;
+      const bool inject = kProtect && first && cta_inj;
+
+      // A failed tile check is acted on at the end of the split (the split is recomputed): no
+      // CTA-wide vote per tile, so the checks stay off the loop's critical path.
+      const TcPass<R> tp = tile_pass(sK, t, m_old, inject);
+      split_bad |= tp.bad;
+      nf_rows |= tp.nf;
+      if constexpr (kProtect) {
+        const auto u = [](float x) { return __float_as_uint(x); };
+        dig = dig * 0x9E3779B1u + ((u(tp.s[0][0]) ^ u(tp.s[0][1]) ^ u(tp.s[0][2]) ^ u(tp.s[0][3])) +
+                                   3u * (u(tp.s[1][0]) ^ u(tp.s[1][1]) ^ u(tp.s[1][2]) ^ u(tp.s[1][3])) +
+                                   5u * (u(tp.P[0][0]) ^ u(tp.P[0][1]) ^ u(tp.P[1][0]) ^ u(tp.P[1][1])) +
+                                   7u * u(pick(tp.m, g, 0.f)));
+      }
+
+      // P^T as the B operand of PV, in 16 bits: what the products read, and what l sums.
+      uint32_t bp[2] = {Elem<T>::pack(tp.P[0][0], tp.P[0][1]), Elem<T>::pack(tp.P[1][0], tp.P[1][1])};
+      float alpha[R];
+      bool moved = false;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        alpha[r] = tp.m[r] == m_old[r] ? 1.f : (m_old[r] == -INFINITY ? 0.f : ex2(m_old[r] - tp.m[r]));
+        moved |= tp.m[r] != m_old[r];
+        m_old[r] = tp.m[r];
+      }
+      {
+        const float2 p0 = Elem<T>::unpack(bp[0]), p1 = Elem<T>::unpack(bp[1]);
+        l_own = fmaf(pick(alpha, g, 1.f), l_own, (p0.x + p0.y) + (p1.x + p1.y));
+      }
+      if (inject) {
+        for_recs<R>(p, kPMma, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+          if (!owns_key(rec, rr)) return;
+          const int n = (rec.col >> 3) & 1;
+          float2 v = Elem<T>::unpack(bp[n]);
+          float one[1] = {(rec.col & 1) ? v.y : v.x};
+          corrupt_at(one, 0, rec, log);
+          ((rec.col & 1) ? v.y : v.x) = one[0];
+          bp[n] = Elem<T>::pack(v.x, v.y);
+        });
+        if (w == 0 && tq == 0)
+          for_recs<R>(p, kRowsum, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+            if (rr == g) {
+              float one[1] = {l_own};
+              corrupt_at(one, 0, rec, log);
+              l_own = one[0];
+            }
+          });
+      }
+
+      // O^T = alpha O^T + V^T P^T (columns 2t, 2t + 1 of this lane: query rows 2t, 2t + 1).
+      const float a0 = pick(alpha, 2 * tq, 1.f), a1 = pick(alpha, 2 * tq + 1, 1.f);
+      if (moved) {  // CTA-uniform: every thread holds the same maxima
+#pragma unroll
+        for (int mt = 0; mt < KS; ++mt) o[mt][0] *= a0, o[mt][1] *= a1, o[mt][2] *= a0, o[mt][3] *= a1;
+        oc[0] *= a0, oc[1] *= a1;
+      }
+      // The O injection hooks (rescale, pv): element (head-dim column, query row), warp 0's keys.
+      auto inject_o = [&](int stage) {
+        if (inject && w == 0)
+          for_recs<R>(p, stage, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+            if ((rec.col & 7) != g || rr >> 1 != tq) return;
+            const int e = 2 * ((rec.col >> 3) & 1) + (rr & 1);
+#pragma unroll
+            for (int mt = 0; mt < KS; ++mt)
+              if (mt == rec.col >> 4) corrupt_at(o[mt], e, rec, log);
+          });
+      };
+      inject_o(kRescale);
+      const uint32_t vb = smem_u32(sV);
+#pragma unroll
+      for (int mt = 0; mt < KS; ++mt) {
+        uint32_t av[4];
+        ldsm_x4_t(av, vb + (kv_off ^ (mt << 5)));
+        Elem<T>::mma(o[mt], av, bp[0], bp[1]);
+      }
+      if constexpr (kProtect) {
+        // V's row sums sum_c V_jc and sum_c |V_jc| on the tensor cores: ones (A) times V's rows as
+        // the B operand (loaded as K's are), so that lane (g, t) receives keys 2t, 2t + 1 (n-tile 0)
+        // and 8 + 2t, 9 + 2t (n-tile 1): the columns of its row of the checksum m-tile.
+        float vs[2][4], va[2][4];
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) vs[n][e] = va[n][e] = 0.f;
+        const uint32_t ones[4] = {Elem<T>::kOnes, Elem<T>::kOnes, Elem<T>::kOnes, Elem<T>::kOnes};
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          uint32_t bv[4];
+          ldsm_x4(bv, vb + (kv_off ^ (ks << 5)));
+          Elem<T>::mma(vs[0], ones, bv[0], bv[1]);
+          Elem<T>::mma(vs[1], ones, bv[2], bv[3]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) bv[i] &= 0x7fff7fffu;  // |V| (both 16-bit formats)
+          Elem<T>::mma(va[0], ones, bv[0], bv[1]);
+          Elem<T>::mma(va[1], ones, bv[2], bv[3]);
+        }
+        // This lane's row of the checksum m-tile: V^c in three parts (rows 0-2), sum |V| (3), ones (4).
+        float x[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float c = vs[i >> 1][i & 1] * kVcDown;
+          const float vabs = va[i >> 1][i & 1];
+          const float hi = Elem<T>::to_f(Elem<T>::from_f(c));
+          const float mid = Elem<T>::to_f(Elem<T>::from_f(c - hi));
+          x[i] = g == 0 ? hi : g == 1 ? mid : g == 2 ? c - hi - mid : g == 3 ? vabs * kVcDown * (1.f + 0x1p-7f)
+               : g == 4 ? 1.f : 0.f;
+        }
+        const uint32_t ac[4] = {Elem<T>::pack(x[0], x[1]), 0u, Elem<T>::pack(x[2], x[3]), 0u};
+        Elem<T>::mma(oc, ac, bp[0], bp[1]);
+        if (inject && w == 0 && g == 4)
+          for_recs<R>(p, kRowsumMma, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+            if (rr >> 1 == tq) corrupt_at(oc, rr & 1, rec, log);
+          });
+      }
+      inject_o(kPV);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the ring is free: it holds the warps' O for the exchange
+
+    // The split's O: the warps' key parts summed; thread element e = tid + 128 k is (row e / D,
+    // column e % D).
+    float* sO = reinterpret_cast<float*>(ring);
+#pragma unroll
+    for (int mt = 0; mt < KS; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 2 * tq + (e & 1);
+        if (r < R) sO[(w * R + r) * D + 16 * mt + 8 * (e >> 1) + g] = o[mt][e];
+      }
+    __syncthreads();
+    float red[C::kRed];  // per row: sum_c O, l, l_mma, O^c, sum P|V|
+#pragma unroll
+    for (int n = 0; n < C::kRed; ++n) red[n] = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kNE; ++k) {
+      const int e = tid + kThreads * k, r = e / D, c = e % D;
+      float x = 0.f;
+#pragma unroll
+      for (int q = 0; q < kWarps; ++q) x += sO[(q * R + r) * D + c];
+      fin_o[k] = x;
+      add_at(red, r, x);
+    }
+    if (real) add_at(red, R + g, l_own);
+    if constexpr (kProtect)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 2 * tq + e;
+        if (r >= R || g > 4) continue;
+        add_at(red, (g == 4 ? 2 * R : g == 3 ? 4 * R : 3 * R) + r, g == 4 ? oc[e] : oc[e] / kVcDown);
+      }
+    block_sum<C::kRed>(red, sRed);
+    {  // rows with a non-finite score anywhere in the CTA
+      const unsigned wn = __reduce_or_sync(kFull, nf_rows);
+      __syncthreads();
+      if (lane == 0) sInt[4 + w] = (int)wn;
+      __syncthreads();
+      nf_rows = (unsigned)(sInt[4] | sInt[5] | sInt[6] | sInt[7]);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      fin_so[r] = red[r], fin_l[r] = red[R + r], fin_lm[r] = red[2 * R + r];
+      fin_oc[r] = red[3 * R + r], fin_ab[r] = red[4 * R + r];
+    }
+
+    if constexpr (!kProtect) break;
+    // The end-of-split checks (uniform: every thread holds the CTA's totals).
+    const int keys = min(t_end * kBlockN, p.Sk) - t_begin * kBlockN;
+    uint32_t bad_l = 0, bad_o = 0, nonfinite = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (!rows.valid(r, R) || m_old[r] == -INFINITY) continue;  // padding, or no live key in the split
+      const bool finite = isfinite(m_old[r]) && isfinite(fin_l[r]) && isfinite(fin_lm[r]) && isfinite(fin_oc[r]) &&
+                          isfinite(fin_ab[r]) && isfinite(fin_so[r]) && !((nf_rows >> r) & 1u);
+      const bool l_ok = fin_l[r] >= 1.f - kTolL && fin_l[r] <= keys * (1.f + kTolL) &&
+                        fabsf(fin_l[r] - fin_lm[r]) <= kTolL * fin_lm[r];
+      const bool o_ok = fabsf(fin_so[r] - fin_oc[r]) <= fmaf(p.e_out, fin_ab[r], 1e-30f);
+      if (!finite) nonfinite |= 1u << r;
+      else if (!l_ok) bad_l |= 1u << r;
+      else if (!o_ok) bad_o |= 1u << r;
+    }
+    if (first) {
+      talarm = __syncthreads_or(split_bad);
+      if (tid == 0 && p.alarms != nullptr) {
+        if (bad_l) atomicAdd(p.alarms + kRowsumAlarms, (unsigned long long)__popc(bad_l));
+        if (bad_o) atomicAdd(p.alarms + kFinalAlarms, (unsigned long long)__popc(bad_o));
+        if (talarm) atomicAdd(p.alarms + kTileAlarms, 1ull);
+      }
+      // A tile check failed: the split again, whatever the policy (deterministic: what changes
+      // was a fault, the recomputation its correction; an alarm that repeats is the data's).
+      if (!talarm) {
+        // Non-finite rows: inputs where the recomputation repeats them (fix policies), else inputs.
+        const uint32_t rerun = fix ? (bad_l | bad_o | nonfinite) : 0u;
+        if (!fix) {
+          if (tid == 0) bump(p.counters, kDetected, __popc(bad_l | bad_o));
+          reported = bad_l | bad_o;
+          nf |= nonfinite != 0;
+        }
+        if (!rerun) break;
+        redo_l = bad_l | nonfinite, redo_o = bad_o;
+      }
+      dig_first = dig;
+#pragma unroll
+      for (int k = 0; k < C::kNE; ++k) sFirst[tid + kThreads * k] = fin_o[k];
+      if (tid == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          sFirst[R * D + r] = fin_l[r], sFirst[R * D + R + r] = m_old[r], sFirst[R * D + 2 * R + r] = fin_lm[r];
+      continue;  // the split again, without injections
+    }
+    // Second attempt: compare with the first, element by element, per flagged row.
+    float diff[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) diff[r] = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kNE; ++k) {
+      const bool differs = __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]);
+      add_at(diff, (tid + kThreads * k) / D, differs ? 1.f : 0.f);
+    }
+    block_sum<R>(diff, sRed);
+    uint32_t keep_first = 0;
+    bool any_moved = false;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // (a fault in l_mma alone changes no output: the rerun's l_mma tells it)
+      const bool moved_r = diff[r] > 0.f || __float_as_uint(fin_l[r]) != __float_as_uint(sFirst[R * D + r]) ||
+                           __float_as_uint(m_old[r]) != __float_as_uint(sFirst[R * D + R + r]) ||
+                           __float_as_uint(fin_lm[r]) != __float_as_uint(sFirst[R * D + 2 * R + r]);
+      any_moved |= moved_r;
+      if (talarm) continue;  // (below: the rerun stands, counted once)
+      if ((redo_l >> r) & 1u) {
+        if (!moved_r) nf |= (nonfinite >> r) & 1u;  // repeated: the inputs' (non-finite) or the check's
+        else if (tid == 0) {
+          bump(p.counters, kDetected);
+          bump(p.counters, ((bad_l | bad_o) >> r) & 1u ? kUncorrectable : kCorrected);
+        }
+      } else if ((redo_o >> r) & 1u) {
+        if (diff[r] > 0.f && tid == 0) {
+          bump(p.counters, kDetected);
+          bump(p.counters, diff[r] == 1.f ? kCorrected : kUncorrectable);
+        }
+        if (diff[r] > 1.f && p.policy != kRecompute) keep_first |= 1u << r;
+        if (diff[r] > 1.f) reported |= 1u << r;  // uncorrectable, counted: the merged row fails too
+      }
+    }
+    if (talarm) {
+      any_moved = __syncthreads_or(any_moved || dig != dig_first);
+      if (any_moved && tid == 0) {
+        bump(p.counters, kDetected);
+        if (fix) bump(p.counters, kCorrected);
+        if (p.alarms != nullptr) atomicAdd(p.alarms + kTileFaults, 1ull);
+      }
+      nf |= !any_moved && nonfinite != 0;
+    }
+    if (keep_first)
+#pragma unroll
+      for (int k = 0; k < C::kNE; ++k) {
+        const int r = (tid + kThreads * k) / D;
+        if ((keep_first >> r) & 1u) fin_o[k] = sFirst[tid + kThreads * k];
+      }
+    break;
+  }
+
+  // The split's partial result (unnormalised O, max, row sum, checksum, magnitude).
+  float* part = p.dec_ws + ((int64_t)(bh * gridDim.y + blockIdx.y) * gridDim.x + split) * part_floats<R, D>();
+#pragma unroll
+  for (int k = 0; k < C::kNE; ++k) part[tid + kThreads * k] = fin_o[k];
+  if (tid < R) {
+    float l = 0.f, mm = 0.f, oc = 0.f, ab = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r == tid) l = fin_l[r], mm = m_old[r], oc = fin_oc[r], ab = fin_ab[r];
+    if ((nf_rows >> tid) & 1u) l = __int_as_float(0x7fc00000);  // a non-finite score: the row is NaN, as SDPA's
+    part[R * D + tid] = mm;
+    part[R * D + R + tid] = l;
+    part[R * D + 2 * R + tid] = oc;
+    part[R * D + 3 * R + tid] = (reported >> tid) & 1u ? -ab : ab;  // (the sign: counted here already)
+  }
+  if (kProtect && tid == 0 && (nf || nf_rows)) atomicOr(p.nf_token + 2, 1);
+}
+
 template <typename T, int D, bool kProtect, int R>
 cudaError_t launch(const Params& p, int row_blocks, cudaStream_t stream) {
-  using C = Cfg<T, D, R>;
-  constexpr auto split = &decode_split_kernel<T, D, kProtect, R>;
-  if (cudaError_t e = sm90::allow_smem<split>(C::kSmem)) return e;
-  split<<<dim3(p.dec_splits, row_blocks, p.B * p.Hk), kThreads, C::kSmem, stream>>>(p);
+  const dim3 grid(p.dec_splits, row_blocks, p.B * p.Hk);
+  if (p.dec_impl == 0) {
+    constexpr auto split = &decode_tc_split_kernel<T, D, kProtect, R>;
+    constexpr int smem = TcCfg<T, D, R>::kSmem;
+    if (cudaError_t e = sm90::allow_smem<split>(smem)) return e;
+    split<<<grid, kThreads, smem, stream>>>(p);
+  } else {
+    constexpr auto split = &decode_split_kernel<T, D, kProtect, R>;
+    constexpr int smem = Cfg<T, D, R>::kSmem;
+    if (cudaError_t e = sm90::allow_smem<split>(smem)) return e;
+    split<<<grid, kThreads, smem, stream>>>(p);
+  }
   if (cudaError_t e = cudaGetLastError()) return e;
   const size_t cs = ((size_t)R * p.dec_splits + 5 * R + 4 * R) * sizeof(float);
   constexpr auto comb = &decode_combine_kernel<T, D, kProtect, R>;

@@ -80,9 +80,12 @@ KERNEL = os.environ.get("FTCOMPILE_ATTN_KERNEL", "auto")
 _VARIANTS = {"auto": 0, "mma": 1, "wgmma": 2, "decode": 3}
 _KERNEL_NAMES = {1: "mma", 2: "wgmma", 3: "decode"}  # the variant the launcher ran (Args.variant on return)
 DECODE_MAX_ROWS = 8  # query rows per KV head the decode kernel holds in one CTA (run as 2, 4 or 8)
-# Split CTAs per SM the decode kernel aims at (3 fit at 4 rows: ~72 KB of shared memory and 160
-# registers a thread at d=128); one wave of them covers the cache once (attention_shapes.py --set decode).
+# Split CTAs per SM the decode kernel plans on (the tensor-core kernel's launch bounds and ~73 KB of
+# shared memory at d=128 give 3; the FMA kernel fits 3 at 2 and 4 rows): decode_plan.
 DECODE_CTAS_PER_SM = int(os.environ.get("FTCOMPILE_DECODE_CTAS_PER_SM", "3"))
+# The decode kernel's split kernel: "tc" (tensor cores), "fma" (fp32 FMAs), or "auto" (decode_impl).
+DECODE_IMPL = os.environ.get("FTCOMPILE_DECODE_IMPL", "auto")
+_DECODE_IMPLS = {"tc": 0, "fma": 1}
 # m16 tiles per warp of the mma kernel at head dim 64 (measured: NOTES_attention.md); d=128 uses 1.
 M_TILES_D64 = int(os.environ.get("FTCOMPILE_ATTN_MTILES", "2"))
 # fp16 checksum scaling (exact powers of two) so that sums of 16 keys / 128 columns cannot overflow.
@@ -92,7 +95,7 @@ VC1_UNSCALE = {torch.bfloat16: 1.0, torch.float16: 128.0}
 _I64 = ("q k v o q_sb q_sh q_ss k_sb k_sh k_ss v_sb v_sh v_ss o_sb o_sh o_ss mask m_sb m_sh m_sq m_sk "
         "mask_map mc_sb mc_sh mc_sq mask_bool "
         "B Hq Hk Sq Sk D causal dtype protect n_tiles mtiles variant kc kn vc policy counters alarms dbg nf_token "
-        "inj n_inj inj_log stream dec_rows dec_splits dec_tps dec_visit").split()
+        "inj n_inj inj_log stream dec_rows dec_splits dec_tps dec_visit dec_impl").split()
 _F64 = "scale kc_unscale vc1_unscale c_gemm e_out tol_agree".split()
 
 
@@ -228,27 +231,39 @@ def decode_shape(q: torch.Tensor, k: torch.Tensor) -> Tuple[int, int, int, int]:
     return math.prod(q.shape[:-3]), hq, hk, q.shape[-2]
 
 
-def decode_preferred(batch: int, hq: int, hk: int, sq: int, sms: int) -> bool:
-    """Whether "auto" runs the decode kernel rather than a tile kernel, as measured on an H200
-    (NOTES_attention.md, runs 54b-f, both kernels timed on every decode shape): up to 2 query rows
-    per KV head always; up to 4 where GQA lets one read of the cache serve several query heads; up
-    to 8 where the tile kernels' batch x query-head CTAs fill at most half the SMs (8 rows cost the
-    FMA-bound decode kernel twice 4, and the tile kernels win once their CTAs fill the GPU)."""
-    rows = sq * (hq // hk)
-    if rows > DECODE_MAX_ROWS:
-        return False
-    return rows <= 2 or (rows <= 4 and hq > hk) or 2 * batch * hq <= sms
+def decode_preferred(hq: int, hk: int, sq: int) -> bool:
+    """Whether "auto" runs the decode kernel rather than a tile kernel: wherever a KV head's group has
+    at most DECODE_MAX_ROWS query rows (Sq x Hq / Hk). Run 55e (H200, NOTES_attention.md session 49)
+    timed both on every decode shape: the tensor-core decode kernel costs about the same for 1 to 8
+    rows and ran 1.06-3.4x faster than the tile kernels at 4-8 rows from 4K keys, 1.1-7x at 1-2
+    rows; slower only at 1K keys with 4-8 rows (32/8 x 128, 2 query rows, batch 1: 29.6 against 21.0
+    us; 12 x 64, 4 rows, batch 8: 25.6 against 23.8), which one rule leaves to it."""
+    return sq * (hq // hk) <= DECODE_MAX_ROWS
+
+
+def decode_impl(head_dim: int, rows_per_cta: int) -> str:
+    """The decode kernel's split kernel for "auto" (DECODE_IMPL): the FMA one at head dim 64 with 2
+    rows per CTA (multi-head attention at one or two query rows, GPT-2's decode step), where run 55e
+    measured it 12-20 % faster protected; the tensor-core one everywhere else (up to 1.6x faster)."""
+    if DECODE_IMPL != "auto":
+        return DECODE_IMPL
+    return "fma" if head_dim == 64 and rows_per_cta == 2 else "tc"
 
 
 def decode_plan(batch_heads: int, rows: int, n_visit: int, sms: int) -> Tuple[int, int, int, int]:
     """(rows per CTA, row blocks, splits, tiles per split) of a decode call: ``batch_heads`` = B x Hk,
-    ``rows`` per KV head, ``n_visit`` key tiles. Splits are cut so that the CTAs fill the GPU once
-    (DECODE_CTAS_PER_SM per SM), each run of tiles at least one tile long."""
+    ``rows`` per KV head, ``n_visit`` key tiles. The splits minimise waves x (tiles per split + 1):
+    DECODE_CTAS_PER_SM per SM run at once, a CTA's time is its tiles plus about one tile of prologue,
+    end-of-split checks and its share of the combine (a second wave of a few CTAs costs a whole
+    CTA's time: 1.13 waves ran as slow as 2, NOTES_attention.md session 49)."""
     per_cta = 2 if rows <= 2 else 4 if rows <= 4 else 8
     row_blocks = -(-rows // per_cta)
-    want = -(-DECODE_CTAS_PER_SM * sms // (batch_heads * row_blocks))
-    splits = max(1, min(n_visit, want))
-    tps = -(-n_visit // splits)
+    heads, slots = batch_heads * row_blocks, DECODE_CTAS_PER_SM * sms
+
+    def cost(splits: int) -> Tuple[int, int]:
+        return -(-heads * splits // slots) * (-(-n_visit // splits) + 1), splits
+
+    tps = -(-n_visit // min(range(1, n_visit + 1), key=cost))
     return per_cta, row_blocks, -(-n_visit // tps), tps
 
 
@@ -487,7 +502,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
     injections = injection.pending(site.id, site.name, injection.ATTENTION_STAGES) if protect else []
     rows = Sq * (Hq // Hk)
     decode = choice == "decode" or (choice == "auto" and not prepass_only and not ablate and m_tiles is None
-                                    and decode_preferred(B, Hq, Hk, Sq, _sm_count(device)))
+                                    and decode_preferred(Hq, Hk, Sq))
     if decode:
         if rows > DECODE_MAX_ROWS or prepass_only or ablate:
             raise ValueError(f"ftcompile attention kernel: the decode kernel takes at most {DECODE_MAX_ROWS} "
@@ -499,6 +514,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             visit = min(n_tiles, math.ceil(Sq / BLOCK_N))
         a.dec_rows, _, a.dec_splits, a.dec_tps = decode_plan(B * Hk, rows, visit, _sm_count(device))
         a.dec_visit = visit
+        a.dec_impl = _DECODE_IMPLS[decode_impl(D, a.dec_rows)]
     a.variant = 3 if decode else _VARIANTS[choice]
     mask_map = None
     if mask4 is not None:
@@ -660,7 +676,7 @@ def _plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id: int, he
     tensors' addresses (the current device too: _launch runs under q's)."""
     return (site_id, q.device, torch.cuda.current_device(), cuda.raw_stream(q.device),
             replay.layout_key(q), replay.layout_key(k), replay.layout_key(v), replay.layout_key(attn_mask),
-            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, M_TILES_D64, _debug)
+            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, DECODE_IMPL, M_TILES_D64, _debug)
 
 
 def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_last=False):
@@ -673,5 +689,5 @@ def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_las
     return launch(q, k, v, attn_mask)
 
 
-fastpath.watch_knobs(__name__, ("KERNEL", "M_TILES_D64", "_debug"))
+fastpath.watch_knobs(__name__, ("KERNEL", "DECODE_IMPL", "M_TILES_D64", "_debug"))
 cuda.register("attention", supports, kernel, _replay)

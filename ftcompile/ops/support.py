@@ -46,11 +46,8 @@ def attention(spec: DeviceSpec, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     if all(isinstance(n, int) for n in (*q.shape, *k.shape)):  # (a symbolic size: decided per call)
         shape = cuda_attention.decode_shape(q, k)
         rows = shape[3] * (shape[1] // shape[2])
-        if cuda_attention.decode_preferred(*shape, sms=0):  # on any GPU
+        if cuda_attention.decode_preferred(*shape[1:]):
             notes.append(f"{rows} query row(s) per KV head: the split-KV decode kernel")
-        elif cuda_attention.decode_preferred(*shape, sms=1 << 30):  # on a GPU with enough SMs
-            notes.append(f"{rows} query rows per KV head: the split-KV decode kernel where 2 x batch x query "
-                         "heads is at most the SM count, else the tile kernel")
     if all(isinstance(t.shape[-1], int) for t in (q, v)):
         notes.append(cuda_attention.padding_note(q.shape[-1], v.shape[-1]))
     return runs, "; ".join(n for n in notes if n) or None
