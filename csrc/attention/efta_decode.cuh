@@ -150,6 +150,174 @@ __device__ __forceinline__ void block_sum(float (&v)[N], float* buf) {
   for (int n = 0; n < N; ++n) v[n] = (buf[n] + buf[N + n]) + (buf[2 * N + n] + buf[3 * N + n]);
 }
 
+// Whether an injection record hits this CTA's rows in key tiles [t_begin, t_end).
+template <int R>
+__device__ __forceinline__ bool split_injected(const Params& p, const Rows& rows, int b, int hk, int t_begin, int t_end) {
+  bool hit = false;
+  for (int i = 0; i < p.n_inj; ++i) {
+    const InjRec& rec = p.inj[i];
+    const int rr = rec.row * rows.G + rec.h % rows.G - rows.rb * R;
+    hit |= rec.b == b && rec.h / rows.G == hk && rr >= 0 && rr < R && rec.tile >= t_begin && rec.tile < t_end;
+  }
+  return hit;
+}
+
+// The OR of each thread's bits over the CTA (buf: 4 ints of shared memory).
+__device__ __forceinline__ unsigned cta_or(unsigned bits, int* buf) {
+  const unsigned wb = __reduce_or_sync(kFull, bits);
+  __syncthreads();  // buf's last readers are done
+  if ((threadIdx.x & 31) == 0) buf[threadIdx.x >> 5] = (int)wb;
+  __syncthreads();
+  return (unsigned)(buf[0] | buf[1] | buf[2] | buf[3]);
+}
+
+// The end of each attempt at a split, shared by the split kernels: the end-of-split checks on the
+// CTA's totals, the first attempt kept where the split is to run again, the second compared with it
+// and counted, and the split's partial result for the combine kernel.
+template <int D, bool kProtect, int R, int NE>
+struct SplitEnd {
+  float fin_o[NE];  // this thread's elements of the split's O: (row e / D, column e % D), e = tid + 128 k
+  float fin_l[R], fin_lm[R], fin_oc[R], fin_ab[R], fin_so[R];
+  uint32_t redo_l = 0, redo_o = 0;  // rows the end-of-split checks sent to recomputation
+  uint32_t reported = 0;  // rows whose fault this split counted and kept (detect, raise): the combine skips them
+  uint32_t dig_first = 0;
+  bool nf = false;      // non-finite inputs seen
+  bool talarm = false;  // a tile check failed in the first attempt (the tensor-core kernel)
+
+  // After an attempt: red holds the CTA's totals per row (sum_c O, l, l_mma, O^c, sum P|V|), m the row
+  // maxima, nf_rows the rows with a non-finite score. exact_l: l must equal l_mma bit for bit (else
+  // to kTolL). split_bad: a tile check of this thread failed (the split is rerun, whatever the
+  // policy); dig: this thread's digest of the attempt's scores, P and max. Returns whether the split
+  // is to run again.
+  __device__ bool attempt_done(const Params& p, const Rows& rows, bool first, const float (&red)[5 * R],
+                               const float (&m)[R], unsigned nf_rows, int keys, bool exact_l, bool split_bad,
+                               uint32_t dig, float* sFirst, float* sRed) {
+    const int tid = threadIdx.x;
+    const bool fix = p.policy == kCorrect || p.policy == kRecompute;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      fin_so[r] = red[r], fin_l[r] = red[R + r], fin_lm[r] = red[2 * R + r];
+      fin_oc[r] = red[3 * R + r], fin_ab[r] = red[4 * R + r];
+    }
+    if constexpr (!kProtect) return false;
+    // The end-of-split checks (uniform: every thread holds the CTA's totals).
+    uint32_t bad_l = 0, bad_o = 0, nonfinite = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (!rows.valid(r, R) || m[r] == -INFINITY) continue;  // padding, or no live key in the split
+      const bool finite = isfinite(m[r]) && isfinite(fin_l[r]) && isfinite(fin_lm[r]) && isfinite(fin_oc[r]) &&
+                          isfinite(fin_ab[r]) && isfinite(fin_so[r]) && !((nf_rows >> r) & 1u);
+      const bool agree = exact_l ? __float_as_uint(fin_l[r]) == __float_as_uint(fin_lm[r])
+                                 : fabsf(fin_l[r] - fin_lm[r]) <= kTolL * fin_lm[r];
+      const bool l_ok = fin_l[r] >= 1.f - kTolL && fin_l[r] <= keys * (1.f + kTolL) && agree;
+      const bool o_ok = fabsf(fin_so[r] - fin_oc[r]) <= fmaf(p.e_out, fin_ab[r], 1e-30f);
+      if (!finite) nonfinite |= 1u << r;
+      else if (!l_ok) bad_l |= 1u << r;
+      else if (!o_ok) bad_o |= 1u << r;
+    }
+    if (first) {
+      talarm = __syncthreads_or(split_bad);
+      if (tid == 0 && p.alarms != nullptr) {
+        if (bad_l) atomicAdd(p.alarms + kRowsumAlarms, (unsigned long long)__popc(bad_l));
+        if (bad_o) atomicAdd(p.alarms + kFinalAlarms, (unsigned long long)__popc(bad_o));
+        if (talarm) atomicAdd(p.alarms + kTileAlarms, 1ull);
+      }
+      // A tile check failed: the split again, whatever the policy (deterministic: what changes
+      // was a fault, the recomputation its correction; an alarm that repeats is the data's).
+      if (!talarm) {
+        // Non-finite rows: inputs where the recomputation repeats them (fix policies), else inputs.
+        const uint32_t rerun = fix ? (bad_l | bad_o | nonfinite) : 0u;
+        if (!fix) {
+          if (tid == 0) bump(p.counters, kDetected, __popc(bad_l | bad_o));
+          reported = bad_l | bad_o;
+          nf |= nonfinite != 0;
+        }
+        if (!rerun) return false;
+        redo_l = bad_l | nonfinite, redo_o = bad_o;
+      }
+      dig_first = dig;
+#pragma unroll
+      for (int k = 0; k < NE; ++k) sFirst[tid + kThreads * k] = fin_o[k];
+      if (tid == 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          sFirst[R * D + r] = fin_l[r], sFirst[R * D + R + r] = m[r], sFirst[R * D + 2 * R + r] = fin_lm[r];
+      return true;  // the split again, without injections
+    }
+    // Second attempt: compare with the first, element by element, per flagged row.
+    float diff[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) diff[r] = 0.f;
+#pragma unroll
+    for (int k = 0; k < NE; ++k) {
+      const bool differs = __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]);
+      add_at(diff, (tid + kThreads * k) / D, differs ? 1.f : 0.f);
+    }
+    block_sum<R>(diff, sRed);
+    uint32_t keep_first = 0;
+    bool any_moved = false;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // (a fault in l_mma alone changes no output: the rerun's l_mma tells it)
+      const bool moved_r = diff[r] > 0.f || __float_as_uint(fin_l[r]) != __float_as_uint(sFirst[R * D + r]) ||
+                           __float_as_uint(m[r]) != __float_as_uint(sFirst[R * D + R + r]) ||
+                           __float_as_uint(fin_lm[r]) != __float_as_uint(sFirst[R * D + 2 * R + r]);
+      any_moved |= moved_r;
+      if (talarm) continue;  // (below: the rerun stands, counted once)
+      if ((redo_l >> r) & 1u) {
+        if (!moved_r) nf |= (nonfinite >> r) & 1u;  // repeated: the inputs' (non-finite) or the check's
+        else if (tid == 0) {
+          bump(p.counters, kDetected);
+          bump(p.counters, ((bad_l | bad_o) >> r) & 1u ? kUncorrectable : kCorrected);
+        }
+      } else if ((redo_o >> r) & 1u) {
+        if (diff[r] > 0.f && tid == 0) {
+          bump(p.counters, kDetected);
+          bump(p.counters, diff[r] == 1.f ? kCorrected : kUncorrectable);
+        }
+        if (diff[r] > 1.f && p.policy != kRecompute) keep_first |= 1u << r;
+        if (diff[r] > 1.f) reported |= 1u << r;  // uncorrectable, counted: the merged row fails too
+      }
+    }
+    if (talarm) {
+      any_moved = __syncthreads_or(any_moved || dig != dig_first);
+      if (any_moved && tid == 0) {
+        bump(p.counters, kDetected);
+        if (fix) bump(p.counters, kCorrected);
+        if (p.alarms != nullptr) atomicAdd(p.alarms + kTileFaults, 1ull);
+      }
+      nf |= !any_moved && nonfinite != 0;
+    }
+    if (keep_first)
+#pragma unroll
+      for (int k = 0; k < NE; ++k) {
+        const int r = (tid + kThreads * k) / D;
+        if ((keep_first >> r) & 1u) fin_o[k] = sFirst[tid + kThreads * k];
+      }
+    return false;
+  }
+
+  // The split's partial result (unnormalised O, max, row sum, checksum, magnitude) in the workspace.
+  __device__ void write_partial(const Params& p, const float (&m)[R], unsigned nf_rows) const {
+    const int tid = threadIdx.x;
+    float* part = p.dec_ws + ((int64_t)(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * part_floats<R, D>();
+#pragma unroll
+    for (int k = 0; k < NE; ++k) part[tid + kThreads * k] = fin_o[k];
+    if (tid < R) {
+      float l = 0.f, mm = 0.f, oc = 0.f, ab = 0.f;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        if (r == tid) l = fin_l[r], mm = m[r], oc = fin_oc[r], ab = fin_ab[r];
+      if ((nf_rows >> tid) & 1u) l = __int_as_float(0x7fc00000);  // a non-finite score: the row is NaN, as SDPA's
+      part[R * D + tid] = mm;
+      part[R * D + R + tid] = l;
+      part[R * D + 2 * R + tid] = oc;
+      part[R * D + 3 * R + tid] = (reported >> tid) & 1u ? -ab : ab;  // (the sign: counted here already)
+    }
+    if (kProtect && tid == 0 && (nf || nf_rows)) atomicOr(p.nf_token + 2, 1);
+  }
+};
+
 // One tile's scores, max, exponentials and checks for the thread's key (the pass; the tile step
 // below runs it once, and again on an alarm).
 template <int R>
@@ -228,13 +396,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
   }
   __syncthreads();
 
-  bool cta_inj = false;
-  if constexpr (kProtect)
-    for (int i = 0; i < p.n_inj; ++i) {
-      const InjRec& rec = p.inj[i];
-      const int rr = rec.row * rows.G + rec.h % rows.G - rows.rb * R;
-      cta_inj |= rec.b == b && rec.h / rows.G == hk && rr >= 0 && rr < R && rec.tile >= t_begin && rec.tile < t_end;
-    }
+  const bool cta_inj = kProtect && split_injected<R>(p, rows, b, hk, t_begin, t_end);
 
   const int j = tid >> 1, hh = tid & 1;  // the key this thread's pair owns, and its half
   const int cp = tid % (D / 2), kp = tid / (D / 2), col = 2 * cp;  // PV: column pair, key part
@@ -401,11 +563,8 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
   // Running state. Rows of the key's pair: r = hh + 2 i.
   float m_old[R], o[R][2];
   float lp[C::kRH], lmp[C::kRH], ocp[C::kRH], abp[C::kRH];
-  bool nf = false;
   unsigned nf_rows = 0;  // rows that saw a non-finite score
-  uint32_t redo_l = 0, redo_o = 0;  // rows the end-of-split checks sent to recomputation
-  uint32_t reported = 0;  // rows whose fault this split counted and kept (detect, raise): the combine skips them
-  float fin_o[C::kNE], fin_l[R], fin_lm[R], fin_oc[R], fin_ab[R], fin_so[R];
+  SplitEnd<D, kProtect, R, C::kNE> end;
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
@@ -462,7 +621,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
             if (any_changed) atomicAdd(p.alarms + kTileFaults, 1ull);
           }
         }
-        nf |= !any_changed && any_nf;
+        end.nf |= !any_changed && any_nf;
         tp = again;
       }
       nf_rows |= tp.nf;
@@ -565,7 +724,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
       float x = 0.f;
 #pragma unroll
       for (int q = 0; q < C::kKP; ++q) x += sO[(q * R + r) * D + c];
-      fin_o[k] = x;
+      end.fin_o[k] = x;
       add_at(red, r, x);
     }
 #pragma unroll
@@ -576,114 +735,11 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
       if constexpr (kProtect) red[2 * R + r] = lmp[i], red[3 * R + r] = ocp[i], red[4 * R + r] = abp[i];
     }
     block_sum<C::kRed>(red, sRed);
-    {  // rows with a non-finite score anywhere in the CTA
-      const unsigned wn = __reduce_or_sync(kFull, nf_rows);
-      __syncthreads();
-      if (lane == 0) sInt[4 + w] = (int)wn;
-      __syncthreads();
-      nf_rows = (unsigned)(sInt[4] | sInt[5] | sInt[6] | sInt[7]);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      fin_so[r] = red[r], fin_l[r] = red[R + r], fin_lm[r] = red[2 * R + r];
-      fin_oc[r] = red[3 * R + r], fin_ab[r] = red[4 * R + r];
-    }
-
-    if constexpr (!kProtect) break;
-    // The end-of-split checks (uniform: every thread holds the CTA's totals).
+    nf_rows = cta_or(nf_rows, sInt + 4);  // rows with a non-finite score anywhere in the CTA
     const int keys = min(t_end * kBlockN, p.Sk) - t_begin * kBlockN;
-    uint32_t bad_l = 0, bad_o = 0, nonfinite = 0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (!rows.valid(r, R) || m_old[r] == -INFINITY) continue;  // padding, or no live key in the split
-      const bool finite = isfinite(m_old[r]) && isfinite(fin_l[r]) && isfinite(fin_lm[r]) && isfinite(fin_oc[r]) &&
-                          isfinite(fin_ab[r]) && isfinite(fin_so[r]) && !((nf_rows >> r) & 1u);
-      const bool l_ok = fin_l[r] >= 1.f - kTolL && fin_l[r] <= keys * (1.f + kTolL) &&
-                        __float_as_uint(fin_l[r]) == __float_as_uint(fin_lm[r]);
-      const bool o_ok = fabsf(fin_so[r] - fin_oc[r]) <= fmaf(p.e_out, fin_ab[r], 1e-30f);
-      if (!finite) nonfinite |= 1u << r;
-      else if (!l_ok) bad_l |= 1u << r;
-      else if (!o_ok) bad_o |= 1u << r;
-    }
-    if (first) {
-      if (tid == 0 && p.alarms != nullptr) {
-        if (bad_l) atomicAdd(p.alarms + kRowsumAlarms, (unsigned long long)__popc(bad_l));
-        if (bad_o) atomicAdd(p.alarms + kFinalAlarms, (unsigned long long)__popc(bad_o));
-      }
-      // Non-finite rows: inputs where the recomputation repeats them (fix policies), else inputs.
-      const uint32_t rerun = fix ? (bad_l | bad_o | nonfinite) : 0u;
-      if (!fix) {
-        if (tid == 0) bump(p.counters, kDetected, __popc(bad_l | bad_o));
-        reported = bad_l | bad_o;
-        nf |= nonfinite != 0;
-      }
-      if (!rerun) break;
-      redo_l = bad_l | nonfinite, redo_o = bad_o;
-#pragma unroll
-      for (int k = 0; k < C::kNE; ++k) sFirst[tid + kThreads * k] = fin_o[k];
-      if (tid == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          sFirst[R * D + r] = fin_l[r], sFirst[R * D + R + r] = m_old[r], sFirst[R * D + 2 * R + r] = fin_lm[r];
-      continue;  // the split again, without injections
-    }
-    // Second attempt: compare with the first, element by element, per flagged row.
-    float diff[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) diff[r] = 0.f;
-#pragma unroll
-    for (int k = 0; k < C::kNE; ++k) {
-      const bool differs = __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]);
-      add_at(diff, (tid + kThreads * k) / D, differs ? 1.f : 0.f);
-    }
-    block_sum<R>(diff, sRed);
-    uint32_t keep_first = 0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // (a fault in l_mma alone changes no output: the rerun's l_mma tells it)
-      const bool moved_r = diff[r] > 0.f || __float_as_uint(fin_l[r]) != __float_as_uint(sFirst[R * D + r]) ||
-                           __float_as_uint(m_old[r]) != __float_as_uint(sFirst[R * D + R + r]) ||
-                           __float_as_uint(fin_lm[r]) != __float_as_uint(sFirst[R * D + 2 * R + r]);
-      if ((redo_l >> r) & 1u) {
-        if (!moved_r) nf |= (nonfinite >> r) & 1u;  // repeated: the inputs' (non-finite) or the check's
-        else if (tid == 0) {
-          bump(p.counters, kDetected);
-          bump(p.counters, ((bad_l | bad_o) >> r) & 1u ? kUncorrectable : kCorrected);
-        }
-      } else if ((redo_o >> r) & 1u) {
-        if (diff[r] > 0.f && tid == 0) {
-          bump(p.counters, kDetected);
-          bump(p.counters, diff[r] == 1.f ? kCorrected : kUncorrectable);
-        }
-        if (diff[r] > 1.f && p.policy != kRecompute) keep_first |= 1u << r;
-        if (diff[r] > 1.f) reported |= 1u << r;  // uncorrectable, counted: the merged row fails too
-      }
-    }
-    if (keep_first)
-#pragma unroll
-      for (int k = 0; k < C::kNE; ++k) {
-        const int r = (tid + kThreads * k) / D;
-        if ((keep_first >> r) & 1u) fin_o[k] = sFirst[tid + kThreads * k];
-      }
-    break;
+    if (!end.attempt_done(p, rows, first, red, m_old, nf_rows, keys, /*exact_l=*/true, false, 0u, sFirst, sRed)) break;
   }
-
-  // The split's partial result (unnormalised O, max, row sum, checksum, magnitude).
-  float* part = p.dec_ws + ((int64_t)(bh * gridDim.y + blockIdx.y) * gridDim.x + split) * part_floats<R, D>();
-#pragma unroll
-  for (int k = 0; k < C::kNE; ++k) part[tid + kThreads * k] = fin_o[k];
-  if (tid < R) {
-    float l = 0.f, mm = 0.f, oc = 0.f, ab = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r == tid) l = fin_l[r], mm = m_old[r], oc = fin_oc[r], ab = fin_ab[r];
-    if ((nf_rows >> tid) & 1u) l = __int_as_float(0x7fc00000);  // a non-finite score: the row is NaN, as SDPA's
-    part[R * D + tid] = mm;
-    part[R * D + R + tid] = l;
-    part[R * D + 2 * R + tid] = oc;
-    part[R * D + 3 * R + tid] = (reported >> tid) & 1u ? -ab : ab;  // (the sign: counted here already)
-  }
-  if (kProtect && tid == 0 && (nf || nf_rows)) atomicOr(p.nf_token + 2, 1);
+  end.write_partial(p, m_old, nf_rows);
 }
 
 // Merge the splits of (row block, b x KV head): one CTA for all its rows at once. Warp w computes
@@ -909,7 +965,6 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
   const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
   const float c2 = p.scale * kLog2e;
-  const bool fix = p.policy == kCorrect || p.policy == kRecompute;
 
   // The Q tile: query rows (padding and rows R..7 zero), then q^c in three parts (rows 8-10).
   for (int e = tid; e < 16 * D; e += kThreads) {
@@ -957,13 +1012,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const uint32_t kv_off =
       (16 * w + (lane & 7) + 8 * (lane >> 4)) * 2 * D + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
 
-  bool cta_inj = false;
-  if constexpr (kProtect)
-    for (int i = 0; i < p.n_inj; ++i) {
-      const InjRec& rec = p.inj[i];
-      const int rr = rec.row * rows.G + rec.h % rows.G - rows.rb * R;
-      cta_inj |= rec.b == b && rec.h / rows.G == hk && rr >= 0 && rr < R && rec.tile >= t_begin && rec.tile < t_end;
-    }
+  const bool cta_inj = kProtect && split_injected<R>(p, rows, b, hk, t_begin, t_end);
   // Whether injection record rec's key (within the tile) is element (nt, e) of this lane's row rr.
   auto owns_key = [&](const InjRec& rec, int rr) { return rr == g && rec.col >> 4 == w && ((rec.col >> 1) & 3) == tq; };
 
@@ -1123,14 +1172,12 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   };
 
   float m_old[R], o[KS][4], oc[4], l_own;  // l_own: row g's sum of the P this lane's products read
-  bool nf = false;
-  unsigned nf_rows = 0;
-  uint32_t redo_l = 0, redo_o = 0, reported = 0;
-  bool split_bad, talarm = false;  // a tile check failed (this lane; the CTA, first attempt)
+  unsigned nf_rows = 0;  // rows that saw a non-finite score
+  bool split_bad;        // a tile check of this lane failed in this attempt
   // A digest of the lane's scores, P and max over the split: a rerun after a failed tile check
   // compares it, since a fault may change nothing the split outputs (a masked key's score).
-  uint32_t dig = 0, dig_first = 0;
-  float fin_o[C::kNE], fin_l[R], fin_lm[R], fin_oc[R], fin_ab[R], fin_so[R];
+  uint32_t dig = 0;
+  SplitEnd<D, kProtect, R, C::kNE> end;
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
@@ -1302,7 +1349,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
       float x = 0.f;
 #pragma unroll
       for (int q = 0; q < kWarps; ++q) x += sO[(q * R + r) * D + c];
-      fin_o[k] = x;
+      end.fin_o[k] = x;
       add_at(red, r, x);
     }
     if (real) add_at(red, R + g, l_own);
@@ -1314,133 +1361,11 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         add_at(red, (g == 4 ? 2 * R : g == 3 ? 4 * R : 3 * R) + r, g == 4 ? oc[e] : oc[e] / kVcDown);
       }
     block_sum<C::kRed>(red, sRed);
-    {  // rows with a non-finite score anywhere in the CTA
-      const unsigned wn = __reduce_or_sync(kFull, nf_rows);
-      __syncthreads();
-      if (lane == 0) sInt[4 + w] = (int)wn;
-      __syncthreads();
-      nf_rows = (unsigned)(sInt[4] | sInt[5] | sInt[6] | sInt[7]);
-    }
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      fin_so[r] = red[r], fin_l[r] = red[R + r], fin_lm[r] = red[2 * R + r];
-      fin_oc[r] = red[3 * R + r], fin_ab[r] = red[4 * R + r];
-    }
-
-    if constexpr (!kProtect) break;
-    // The end-of-split checks (uniform: every thread holds the CTA's totals).
+    nf_rows = cta_or(nf_rows, sInt + 4);  // rows with a non-finite score anywhere in the CTA
     const int keys = min(t_end * kBlockN, p.Sk) - t_begin * kBlockN;
-    uint32_t bad_l = 0, bad_o = 0, nonfinite = 0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (!rows.valid(r, R) || m_old[r] == -INFINITY) continue;  // padding, or no live key in the split
-      const bool finite = isfinite(m_old[r]) && isfinite(fin_l[r]) && isfinite(fin_lm[r]) && isfinite(fin_oc[r]) &&
-                          isfinite(fin_ab[r]) && isfinite(fin_so[r]) && !((nf_rows >> r) & 1u);
-      const bool l_ok = fin_l[r] >= 1.f - kTolL && fin_l[r] <= keys * (1.f + kTolL) &&
-                        fabsf(fin_l[r] - fin_lm[r]) <= kTolL * fin_lm[r];
-      const bool o_ok = fabsf(fin_so[r] - fin_oc[r]) <= fmaf(p.e_out, fin_ab[r], 1e-30f);
-      if (!finite) nonfinite |= 1u << r;
-      else if (!l_ok) bad_l |= 1u << r;
-      else if (!o_ok) bad_o |= 1u << r;
-    }
-    if (first) {
-      talarm = __syncthreads_or(split_bad);
-      if (tid == 0 && p.alarms != nullptr) {
-        if (bad_l) atomicAdd(p.alarms + kRowsumAlarms, (unsigned long long)__popc(bad_l));
-        if (bad_o) atomicAdd(p.alarms + kFinalAlarms, (unsigned long long)__popc(bad_o));
-        if (talarm) atomicAdd(p.alarms + kTileAlarms, 1ull);
-      }
-      // A tile check failed: the split again, whatever the policy (deterministic: what changes
-      // was a fault, the recomputation its correction; an alarm that repeats is the data's).
-      if (!talarm) {
-        // Non-finite rows: inputs where the recomputation repeats them (fix policies), else inputs.
-        const uint32_t rerun = fix ? (bad_l | bad_o | nonfinite) : 0u;
-        if (!fix) {
-          if (tid == 0) bump(p.counters, kDetected, __popc(bad_l | bad_o));
-          reported = bad_l | bad_o;
-          nf |= nonfinite != 0;
-        }
-        if (!rerun) break;
-        redo_l = bad_l | nonfinite, redo_o = bad_o;
-      }
-      dig_first = dig;
-#pragma unroll
-      for (int k = 0; k < C::kNE; ++k) sFirst[tid + kThreads * k] = fin_o[k];
-      if (tid == 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-          sFirst[R * D + r] = fin_l[r], sFirst[R * D + R + r] = m_old[r], sFirst[R * D + 2 * R + r] = fin_lm[r];
-      continue;  // the split again, without injections
-    }
-    // Second attempt: compare with the first, element by element, per flagged row.
-    float diff[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) diff[r] = 0.f;
-#pragma unroll
-    for (int k = 0; k < C::kNE; ++k) {
-      const bool differs = __float_as_uint(fin_o[k]) != __float_as_uint(sFirst[tid + kThreads * k]);
-      add_at(diff, (tid + kThreads * k) / D, differs ? 1.f : 0.f);
-    }
-    block_sum<R>(diff, sRed);
-    uint32_t keep_first = 0;
-    bool any_moved = false;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      // (a fault in l_mma alone changes no output: the rerun's l_mma tells it)
-      const bool moved_r = diff[r] > 0.f || __float_as_uint(fin_l[r]) != __float_as_uint(sFirst[R * D + r]) ||
-                           __float_as_uint(m_old[r]) != __float_as_uint(sFirst[R * D + R + r]) ||
-                           __float_as_uint(fin_lm[r]) != __float_as_uint(sFirst[R * D + 2 * R + r]);
-      any_moved |= moved_r;
-      if (talarm) continue;  // (below: the rerun stands, counted once)
-      if ((redo_l >> r) & 1u) {
-        if (!moved_r) nf |= (nonfinite >> r) & 1u;  // repeated: the inputs' (non-finite) or the check's
-        else if (tid == 0) {
-          bump(p.counters, kDetected);
-          bump(p.counters, ((bad_l | bad_o) >> r) & 1u ? kUncorrectable : kCorrected);
-        }
-      } else if ((redo_o >> r) & 1u) {
-        if (diff[r] > 0.f && tid == 0) {
-          bump(p.counters, kDetected);
-          bump(p.counters, diff[r] == 1.f ? kCorrected : kUncorrectable);
-        }
-        if (diff[r] > 1.f && p.policy != kRecompute) keep_first |= 1u << r;
-        if (diff[r] > 1.f) reported |= 1u << r;  // uncorrectable, counted: the merged row fails too
-      }
-    }
-    if (talarm) {
-      any_moved = __syncthreads_or(any_moved || dig != dig_first);
-      if (any_moved && tid == 0) {
-        bump(p.counters, kDetected);
-        if (fix) bump(p.counters, kCorrected);
-        if (p.alarms != nullptr) atomicAdd(p.alarms + kTileFaults, 1ull);
-      }
-      nf |= !any_moved && nonfinite != 0;
-    }
-    if (keep_first)
-#pragma unroll
-      for (int k = 0; k < C::kNE; ++k) {
-        const int r = (tid + kThreads * k) / D;
-        if ((keep_first >> r) & 1u) fin_o[k] = sFirst[tid + kThreads * k];
-      }
-    break;
+    if (!end.attempt_done(p, rows, first, red, m_old, nf_rows, keys, /*exact_l=*/false, split_bad, dig, sFirst, sRed)) break;
   }
-
-  // The split's partial result (unnormalised O, max, row sum, checksum, magnitude).
-  float* part = p.dec_ws + ((int64_t)(bh * gridDim.y + blockIdx.y) * gridDim.x + split) * part_floats<R, D>();
-#pragma unroll
-  for (int k = 0; k < C::kNE; ++k) part[tid + kThreads * k] = fin_o[k];
-  if (tid < R) {
-    float l = 0.f, mm = 0.f, oc = 0.f, ab = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r == tid) l = fin_l[r], mm = m_old[r], oc = fin_oc[r], ab = fin_ab[r];
-    if ((nf_rows >> tid) & 1u) l = __int_as_float(0x7fc00000);  // a non-finite score: the row is NaN, as SDPA's
-    part[R * D + tid] = mm;
-    part[R * D + R + tid] = l;
-    part[R * D + 2 * R + tid] = oc;
-    part[R * D + 3 * R + tid] = (reported >> tid) & 1u ? -ab : ab;  // (the sign: counted here already)
-  }
-  if (kProtect && tid == 0 && (nf || nf_rows)) atomicOr(p.nf_token + 2, 1);
+  end.write_partial(p, m_old, nf_rows);
 }
 
 template <typename T, int D, bool kProtect, int R>
