@@ -30,6 +30,12 @@ export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_EXTENSIONS_DIR=${TORCH_
 parts=${*:-tests models}
 t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 ))s] $*" >> "$OUT/env.log"; }
+# The decode kernel's tests on one split kernel ($1: tc or fma) into $OUT/$2.
+decode_tests() {
+  FTCOMPILE_DECODE_IMPL=$1 timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 \
+    tests/test_cuda_decode.py > "$OUT/$2" 2>&1
+  stamp "decode tests ($1 split kernel) rc=$?"
+}
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } > "$OUT/env.log" 2>&1
@@ -61,18 +67,12 @@ for part in $parts; do
     e2e) timeout 330 python3 -m pytest -q -p no:cacheprovider -ra tests/test_cuda_e2e.py \
            > "$OUT/pytest.log" 2>&1
          stamp "e2e rc=$?" ;;
-    decode) FTCOMPILE_DECODE_IMPL=tc timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
-              > "$OUT/pytest_decode.log" 2>&1
-            stamp "decode tests rc=$?"
+    decode) decode_tests tc pytest_decode.log
             timeout 240 python3 benchmarks/attention_shapes.py --set decode --out "$OUT/attention_decode.txt" \
               > "$OUT/attention_decode.log" 2>&1
             stamp "shapes decode rc=$?" ;;
-    decodetests) FTCOMPILE_DECODE_IMPL=tc timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 tests/test_cuda_decode.py \
-                   > "$OUT/pytest_decode.log" 2>&1
-                 stamp "decode tests rc=$?" ;;
-    decodefma) FTCOMPILE_DECODE_IMPL=fma timeout 300 python3 -m pytest -q -p no:cacheprovider -ra --maxfail=25 \
-                 tests/test_cuda_decode.py > "$OUT/pytest_decode_fma.log" 2>&1
-               stamp "decode tests (fma split kernel) rc=$?" ;;
+    decodetests) decode_tests tc pytest_decode.log ;;
+    decodefma) decode_tests fma pytest_decode_fma.log ;;
     shapes) for set in headdims decode; do
               timeout 240 python3 benchmarks/attention_shapes.py --set $set --out "$OUT/attention_$set.txt" \
                 > "$OUT/attention_$set.log" 2>&1

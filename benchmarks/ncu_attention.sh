@@ -13,9 +13,7 @@ export FTCOMPILE_ATTN_KERNEL=${KERNEL:-auto}
 source "$(dirname "$0")/ncu_env.sh" attention
 "$NCU_BIN" --clock-control none -k regex:attn_fwd_ --launch-count 2 --set full --import-source no -f \
   -o /tmp/ncu/$tag python3 benchmarks/bench_attention.py --profile "$CFG" > /tmp/ncu/run.log 2>&1
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
-python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv 40 > "$OUT/ncu_hot_$tag.txt" 2>&1
+ncu_reports "$tag" 40
 grep -E "attn_fwd_|Duration|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Local Memory|Compute \(SM\) Throughput" \
   "$OUT/ncu_details_$tag.txt" | head -30
 grep -E "^== |stalls:|executed warp" "$OUT/ncu_hot_$tag.txt"

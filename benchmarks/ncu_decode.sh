@@ -22,9 +22,7 @@ ca.attention(q, k, v, None, False, None, hq != hk, protect=False)
 torch.ops.ftcompile.attention(q, k, v, None, False, None, hq != hk, sid)
 torch.cuda.synchronize()
 PY
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
-python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv 30 > "$OUT/ncu_hot_$tag.txt" 2>&1
+ncu_reports "$tag" 30
 grep -E "decode_tc_split|Duration|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Local Memory|Achieved Occupancy|Memory Throughput|Block Limit" \
   "$OUT/ncu_details_$tag.txt" | head -40
 grep -E "^== |stalls:|executed warp" "$OUT/ncu_hot_$tag.txt"

@@ -11,3 +11,11 @@ case $1 in
   attention) python3 -c "import ftcompile.ops.cuda_attention as ca; ca.library()" >> /tmp/ncu/env.log 2>&1 ;;
 esac
 NCU_BIN=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+
+# The reports of profile /tmp/ncu/$1.ncu-rep in $OUT: its details page (ncu_details_$1.txt) and its
+# hottest SASS lines (ncu_hot_$1.txt, the top $2; the per-line CSV stays in /tmp/ncu/source.csv).
+ncu_reports() {
+  "$NCU_BIN" --import /tmp/ncu/$1.ncu-rep --page details > "$OUT/ncu_details_$1.txt" 2>&1
+  "$NCU_BIN" --import /tmp/ncu/$1.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
+  python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv "$2" > "$OUT/ncu_hot_$1.txt" 2>&1
+}

@@ -34,9 +34,7 @@ torch.cuda.synchronize()
 EOF
 "$NCU_BIN" --clock-control none -k regex:$regex --launch-skip $skip --launch-count $count --set full \
   --import-source no -f -o /tmp/ncu/$tag python3 /tmp/ncu_gemm_run.py > /tmp/ncu/run.log 2>&1
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page details > "$OUT/ncu_details_$tag.txt" 2>&1
-"$NCU_BIN" --import /tmp/ncu/$tag.ncu-rep --page source --csv --print-source sass > /tmp/ncu/source.csv 2>&1
-python3 benchmarks/ncu_hot.py /tmp/ncu/source.csv > "$OUT/ncu_hot_$tag.txt" 2>&1
+ncu_reports "$tag" 30
 grep -E "gemm_|thin_|Duration|Elapsed Cycles|SM Frequency|Compute \(SM\) Throughput|Memory Throughput|Executed Ipc A|Issue Slots Busy|No Eligible|Warp Cycles Per Issued|Registers Per|Local Memory" "$OUT/ncu_details_$tag.txt" | head -40
 head -${HOT_LINES:-60} "$OUT/ncu_hot_$tag.txt"
 tail -3 /tmp/ncu/run.log

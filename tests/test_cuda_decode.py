@@ -121,6 +121,9 @@ def test_auto_runs_the_fma_split_kernel_for_mha_at_head_dim_64_only(monkeypatch)
     assert ca.decode_impl(64, 4) == "tc" and ca.decode_impl(128, 2) == "tc" and ca.decode_impl(128, 8) == "tc"
     monkeypatch.setattr(ca, "DECODE_IMPL", "tc")
     assert ca.decode_impl(64, 2) == "tc"
+    monkeypatch.setattr(ca, "DECODE_IMPL", "mma")
+    with pytest.raises(ValueError, match="FTCOMPILE_DECODE_IMPL='mma': expected 'auto', 'tc' or 'fma'"):
+        ca.decode_impl(128, 4)
 
 
 @needs_gpu

@@ -245,11 +245,14 @@ def decode_impl(head_dim: int, rows_per_cta: int) -> str:
     """The decode kernel's split kernel for "auto" (DECODE_IMPL): the FMA one at head dim 64 with 2
     rows per CTA (multi-head attention at one or two query rows, GPT-2's decode step), where run 55e
     measured it 12-20 % faster protected; the tensor-core one everywhere else (up to 1.6x faster)."""
-    if DECODE_IMPL != "auto":
+    if DECODE_IMPL in _DECODE_IMPLS:
         return DECODE_IMPL
+    if DECODE_IMPL != "auto":
+        raise ValueError(f"FTCOMPILE_DECODE_IMPL={DECODE_IMPL!r}: expected 'auto', 'tc' or 'fma'")
     return "fma" if head_dim == 64 and rows_per_cta == 2 else "tc"
 
 
+@functools.lru_cache(maxsize=4096)  # (a decode step's key count, hence its plan, moves every call)
 def decode_plan(batch_heads: int, rows: int, n_visit: int, sms: int) -> Tuple[int, int, int, int]:
     """(rows per CTA, row blocks, splits, tiles per split) of a decode call: ``batch_heads`` = B x Hk,
     ``rows`` per KV head, ``n_visit`` key tiles. The splits minimise waves x (tiles per split + 1):
@@ -263,7 +266,12 @@ def decode_plan(batch_heads: int, rows: int, n_visit: int, sms: int) -> Tuple[in
     def cost(splits: int) -> Tuple[int, int]:
         return -(-heads * splits // slots) * (-(-n_visit // splits) + 1), splits
 
-    tps = -(-n_visit // min(range(1, n_visit + 1), key=cost))
+    # Waves only grow with the splits, so for each run length the fewest splits giving it win; those
+    # are ceil(n / t) for runs t <= sqrt(n), and below sqrt(n) + 2 splits anyway: ~2 sqrt(n)
+    # candidates instead of n (the host paid 3.7 ms per call at 16K tiles).
+    r = math.isqrt(n_visit) + 1
+    candidates = {-(-n_visit // t) for t in range(1, r + 1)} | set(range(1, min(r + 1, n_visit) + 1))
+    tps = -(-n_visit // min(candidates, key=cost))
     return per_cta, row_blocks, -(-n_visit // tps), tps
 
 
