@@ -7,7 +7,8 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
     ATTN_AB_BASE=/tmp/base/csrc python benchmarks/attention_ab.py
 (ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.
 ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build;
-ATTN_AB_ROUNDS: rounds, default 2.)
+ATTN_AB_ROUNDS: rounds, default 2. ATTN_AB_SET=decode: decode shapes on the decode kernel instead,
+us per call in CUDA graphs of 10 calls, the split kernel ATTN_AB_IMPL (default tc).)
 """
 
 import os
@@ -19,6 +20,35 @@ BUILDS = flag_builds("ATTN_AB_FLAGS")
 CONFIGS = [(16, 64, s, False) for s in (512, 1024, 2048, 4096, 16384)]
 CONFIGS += [(32, 128, s, False) for s in (512, 1024, 2048, 4096, 16384)]
 CONFIGS += [(16, 64, 4096, True), (32, 128, 4096, True)]
+
+# (batch, query heads, kv heads, query rows, keys, head dim): attention_shapes.py's decode set, bf16
+DECODE_CONFIGS = [(1, 32, 8, 1, 1024, 128), (1, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 16384, 128),
+                  (1, 32, 8, 2, 16384, 128), (8, 32, 8, 1, 4096, 128), (8, 32, 8, 1, 16384, 128),
+                  (8, 32, 8, 2, 4096, 128), (8, 12, 12, 4, 4096, 64), (8, 12, 12, 1, 16384, 64)]
+
+DECODE_CHILD = r'''
+import sys; sys.path.insert(0, "benchmarks")
+import torch, ftcompile
+from ftcompile.ops import cuda_attention as ca
+from attention_shapes import _us
+ca.DECODE_IMPL = %r
+sid = ftcompile.register_site("probe.attention_ab", "attention")
+site = ftcompile.telemetry.site(sid)
+for b, hq, hk, sq, sk, d in %r:
+    g = torch.Generator(device="cuda").manual_seed(sk + d)
+    q = torch.randn(b, hq, sq, d, generator=g, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, hk, sk, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    plain = lambda: ca.attention(q, k, v, None, False, None, hq != hk, protect=False, kernel="decode")
+    ft = lambda: ca.attention(q, k, v, None, False, None, hq != hk, site, kernel="decode")
+    dig = []
+    for f in (plain, ft):
+        o = f().view(torch.int16).to(torch.int64).flatten()
+        dig.append(int((o * (torch.arange(o.numel(), device=o.device) %% 1021 + 1)).sum()))
+    tp, tf = _us(plain, 3), _us(ft, 3)
+    print(f"%s B{b} {hq}/{hk}x{d} sq{sq} s{sk}: plain {tp:.2f} ft {tf:.2f} overhead {100 * (tf / tp - 1):.1f}%% "
+          f"digest {dig[0] %% 10**8} {dig[1] %% 10**8}", flush=True)
+assert all(v["detected"] == 0 for v in ftcompile.stats().values()), ftcompile.stats()
+'''
 
 CHILD = r'''
 import sys; sys.path.insert(0, "benchmarks")
@@ -53,8 +83,13 @@ def main():
             futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, [], path)
         libs = {name: f.result() for name, f in futs.items()}
     order = list(bases) + list(BUILDS)
-    lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB",
-                            lambda tag: CHILD % (CONFIGS, tag), rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
+    if os.environ.get("ATTN_AB_SET") == "decode":
+        impl = os.environ.get("ATTN_AB_IMPL", "tc")
+        child = lambda tag: DECODE_CHILD % (impl, DECODE_CONFIGS, tag)
+    else:
+        child = lambda tag: CHILD % (CONFIGS, tag)
+    lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_ATTN_LIB", child,
+                            rounds=int(os.environ.get("ATTN_AB_ROUNDS", "2")))
     print(summary(lines, r"(?P<build>\S+)#\d+ (?P<config>[^:]+): plain (?P<plain>[\d.]+) ft (?P<ft>[\d.]+)",
                   ["ft", "plain"], order))
     digests = {}  # outputs must not depend on the build where only the schedule changed

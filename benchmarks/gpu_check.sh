@@ -5,7 +5,7 @@
 # Usage (device tool): bash benchmarks/gpu_check.sh [tests|e2e|gemmtests] [models] [host] [profile] [gemm|gemmquick]
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #                                                   [tilesmidm] [globalref] [shapes] [decode]
-#                                                   [decodetests] [decodefma]
+#                                                   [decodetests] [decodefma] [decodeab] [decodeprobe]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -20,7 +20,9 @@
 #    head dims and at decode shapes (benchmarks/attention_shapes.py); decode = the decode kernel's
 #    CUDA tests (tests/test_cuda_decode.py) on its tensor-core split kernel, then its shapes
 #    (attention_shapes.py --set decode); decodetests = those tests alone; decodefma = the same tests
-#    on the FMA split kernel (FTCOMPILE_DECODE_IMPL=fma))
+#    on the FMA split kernel (FTCOMPILE_DECODE_IMPL=fma); decodeab = attention_ab.py on the decode
+#    shapes, the tree against ATTN_AB_BASE (a source snapshot); decodeprobe = each decode kernel's time
+#    in a graph and the tensor-core split kernel's SASS (benchmarks/decode_probe.py))
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -73,6 +75,10 @@ for part in $parts; do
             stamp "shapes decode rc=$?" ;;
     decodetests) decode_tests tc pytest_decode.log ;;
     decodefma) decode_tests fma pytest_decode_fma.log ;;
+    decodeab) ATTN_AB_SET=decode timeout 420 python3 benchmarks/attention_ab.py > "$OUT/decode_ab.txt" 2>&1
+              stamp "decode ab rc=$?" ;;
+    decodeprobe) timeout 150 python3 benchmarks/decode_probe.py --sass "$OUT" > "$OUT/decode_probe.txt" 2>&1
+                 stamp "decode probe rc=$?" ;;
     shapes) for set in headdims decode; do
               timeout 240 python3 benchmarks/attention_shapes.py --set $set --out "$OUT/attention_$set.txt" \
                 > "$OUT/attention_$set.log" 2>&1
@@ -137,3 +143,5 @@ done
 for set in headdims decode; do
   [ -f "$OUT/attention_$set.log" ] && grep -E "^B[0-9]|Error|false alarms" "$OUT/attention_$set.log" | tail -26
 done
+[ -f "$OUT/decode_ab.txt" ] && grep -E "^\||DIGESTS|Error|error" "$OUT/decode_ab.txt" | tail -24
+[ -f "$OUT/decode_probe.txt" ] && cat "$OUT/decode_probe.txt" | cut -c1-400

@@ -115,15 +115,17 @@ def test_auto_prefers_decode_where_it_measured_faster_than_the_tile_kernels():
     assert not ca.decode_preferred(hq=4, hk=4, sq=9)
 
 
-def test_auto_runs_the_fma_split_kernel_for_mha_at_head_dim_64_only(monkeypatch):
+def test_auto_runs_the_fma_split_kernel_for_short_mha_calls_at_head_dim_64_only(monkeypatch):
     monkeypatch.setattr(ca, "DECODE_IMPL", "auto")
-    assert ca.decode_impl(64, 2) == "fma"  # GPT-2's decode step
-    assert ca.decode_impl(64, 4) == "tc" and ca.decode_impl(128, 2) == "tc" and ca.decode_impl(128, 8) == "tc"
+    assert ca.decode_impl(64, 2, 12 * 16) == "fma"  # GPT-2's decode step at 1K keys
+    assert ca.decode_impl(64, 2, ca.DECODE_FMA_MAX_TILES) == "fma"
+    assert ca.decode_impl(64, 2, ca.DECODE_FMA_MAX_TILES + 1) == "tc"  # long caches, large batches
+    assert ca.decode_impl(64, 4, 16) == "tc" and ca.decode_impl(128, 2, 16) == "tc" and ca.decode_impl(128, 8, 16) == "tc"
     monkeypatch.setattr(ca, "DECODE_IMPL", "tc")
-    assert ca.decode_impl(64, 2) == "tc"
+    assert ca.decode_impl(64, 2, 16) == "tc"
     monkeypatch.setattr(ca, "DECODE_IMPL", "mma")
     with pytest.raises(ValueError, match="FTCOMPILE_DECODE_IMPL='mma': expected 'auto', 'tc' or 'fma'"):
-        ca.decode_impl(128, 4)
+        ca.decode_impl(128, 4, 16)
 
 
 @needs_gpu

@@ -742,16 +742,36 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
   end.write_partial(p, m_old, nf_rows);
 }
 
+// The combine's merge of O: the splits' partial rows are read as float4 slots, kBatch splits' loads
+// in flight at once (a loop over the splits one load at a time made the combine a chain of L2 round
+// trips: ~10 us at 32 splits, NOTES_attention.md session 50); where a partial has fewer slots than
+// the CTA has threads, kParts groups of threads take every kParts-th split and their sums are added
+// in a fixed order (the merge must repeat bit for bit: its second attempt is compared with the first).
+template <int R, int D>
+struct CombineCfg {
+  static constexpr int kNV = R * D / 4;                           // float4 slots of a partial's O
+  static constexpr int kLanes = kNV < kThreads ? kNV : kThreads;  // threads per group
+  static constexpr int kParts = kThreads / kLanes;                // groups (splits strided over them)
+  static constexpr int kSlots = kNV / kLanes;                     // slots per thread
+  static constexpr int kBatch = 16 / kSlots;                      // splits per batch of loads
+  static_assert(kNV % kLanes == 0 && kThreads % kLanes == 0, "slots and threads divide");
+  // floats before the merge's sums (weights [R][S], 5 R row values, block_sum's 4 R), 16-byte aligned
+  __host__ __device__ static constexpr int acc_at(int S) { return (R * S + 9 * R + 3) / 4 * 4; }
+  __host__ __device__ static constexpr size_t smem_bytes(int S) { return (acc_at(S) + kParts * R * D) * sizeof(float); }
+};
+
 // Merge the splits of (row block, b x KV head): one CTA for all its rows at once. Warp w computes
 // O's split weights and normaliser for rows w, w + 4, and the checksum's for rows w + 1, w + 5 (mod
 // 4): a fault in one weight moves O or its checksum, not both.
 template <typename T, int D, bool kProtect, int R>
 __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p) {
+  using CC = CombineCfg<R, D>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int S = p.dec_splits;
   float* wO = reinterpret_cast<float*>(smem);  // [R][S] weights of O
   float* sL = wO + R * S;                       // [R] L_O; [R..2R) L_C; O^c; sum P|V|; reported
   float* sRed = sL + 5 * R;                     // block_sum's buffer (4 x R)
+  float* sAcc = wO + CC::acc_at(S);             // [kParts][R x D] the groups' weighted sums of O
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const int rb = blockIdx.x, bh = blockIdx.y, b = bh / p.Hk, hk = bh % p.Hk;
   const Rows rows{p.Hq / p.Hk, rb, p.Sq * (p.Hq / p.Hk)};
@@ -761,26 +781,33 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
   const bool fix = p.policy == kCorrect || p.policy == kRecompute;
   grid_dep_wait();  // launched while the splits ran (PDL, R <= 4): their partials, flags and counts first
 
-  // Weights of row r (checksum: its sums too); a warp-wide computation.
+  // Weights of row r (checksum: its sums too); a warp-wide computation in one pass over the splits'
+  // row values (each lane's splits merged online, then the lanes'), so one round trip to L2 at
+  // S <= 32; the weights of O, ex2(m_s - M), from the maxima kept in wO meanwhile.
   auto weights = [&](int r, bool checksum) {
-    float M = -INFINITY;
-    for (int s = lane; s < S; s += 32) M = fmaxf(M, part0[s * PF + R * D + r]);
-#pragma unroll
-    for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
-    float l = 0.f, oc = 0.f, ab = 0.f;
+    float M = -INFINITY, l = 0.f, oc = 0.f, ab = 0.f;
     bool rep = false;
+#pragma unroll 2
     for (int s = lane; s < S; s += 32) {
       const float* ps = part0 + s * PF + R * D;
-      const float m = ps[r];
-      const float wt = m == -INFINITY ? 0.f : ex2(m - M);
-      l = fmaf(wt, ps[R + r], l);
+      const float m = ps[r], ls = ps[R + r];
+      const float Mn = fmaxf(M, m);
+      const float keep = M == -INFINITY ? 0.f : ex2(M - Mn), wt = m == -INFINITY ? 0.f : ex2(m - Mn);
+      l = fmaf(wt, ls, l * keep);
       if (checksum) {
-        oc = fmaf(wt, ps[2 * R + r], oc), ab = fmaf(wt, fabsf(ps[3 * R + r]), ab);
-        rep |= signbit(ps[3 * R + r]);
+        const float ocs = ps[2 * R + r], abs_ = ps[3 * R + r];
+        oc = fmaf(wt, ocs, oc * keep), ab = fmaf(wt, fabsf(abs_), ab * keep);
+        rep |= signbit(abs_);
       } else {
-        wO[r * S + s] = wt;
+        wO[r * S + s] = m;
       }
+      M = Mn;
     }
+    float Mw = M;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) Mw = fmaxf(Mw, __shfl_xor_sync(kFull, Mw, o));
+    const float f = M == -INFINITY ? 0.f : ex2(M - Mw);
+    l *= f, oc *= f, ab *= f;
 #pragma unroll
     for (int o = 16; o; o >>= 1) {
       l += __shfl_xor_sync(kFull, l, o);
@@ -788,20 +815,65 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
       ab += __shfl_xor_sync(kFull, ab, o);
     }
     rep = __any_sync(kFull, rep);
+    if (!checksum)
+      for (int s = lane; s < S; s += 32) {
+        const float m = wO[r * S + s];
+        wO[r * S + s] = m == -INFINITY ? 0.f : ex2(m - Mw);
+      }
     if (lane == 0) {
       if (!checksum) sL[r] = l;
       else sL[R + r] = l, sL[2 * R + r] = oc, sL[3 * R + r] = ab, sL[4 * R + r] = rep ? 1.f : 0.f;
     }
   };
 
+  // The merge of O: group `part` takes splits part, part + kParts, ... in that order, kBatch of them
+  // per batch of loads; the first batch is loaded before the weights are computed.
+  const int slot0 = tid % CC::kLanes, part = tid / CC::kLanes;
+  float4 v[CC::kBatch][CC::kSlots];
+  auto load_batch = [&](int s0) {
+#pragma unroll
+    for (int i = 0; i < CC::kBatch; ++i)
+#pragma unroll
+      for (int j = 0; j < CC::kSlots; ++j) {
+        const int s = s0 + i * CC::kParts, slot = slot0 + CC::kLanes * j;
+        v[i][j] = s < S ? *reinterpret_cast<const float4*>(part0 + s * PF + 4 * slot) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+  };
+  auto add_batch = [&](int s0, float4 (&acc)[CC::kSlots]) {
+#pragma unroll
+    for (int i = 0; i < CC::kBatch; ++i)
+#pragma unroll
+      for (int j = 0; j < CC::kSlots; ++j) {
+        const int s = s0 + i * CC::kParts, slot = slot0 + CC::kLanes * j;
+        const float wt = s < S ? wO[(4 * slot / D) * S + s] : 0.f;
+        acc[j].x = fmaf(wt, v[i][j].x, acc[j].x), acc[j].y = fmaf(wt, v[i][j].y, acc[j].y);
+        acc[j].z = fmaf(wt, v[i][j].z, acc[j].z), acc[j].w = fmaf(wt, v[i][j].w, acc[j].w);
+      }
+  };
+
   float out[kNE], first[kNE];
   uint32_t redo = 0;
   for (int attempt = 0; attempt < 2; ++attempt) {
+    load_batch(part);  // (in flight while the weights are computed)
     for (int r = w; r < R; r += 4)
       if (rows.valid(r, R)) weights(r, false);
     if (kProtect)
       for (int r = (w + 1) % 4; r < R; r += 4)
         if (rows.valid(r, R)) weights(r, true);
+    __syncthreads();
+    {  // sum_s w_rs O_s
+      float4 acc[CC::kSlots];
+#pragma unroll
+      for (int j = 0; j < CC::kSlots; ++j) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+      add_batch(part, acc);
+      for (int s0 = part + CC::kBatch * CC::kParts; s0 < S; s0 += CC::kBatch * CC::kParts) {
+        load_batch(s0);
+        add_batch(s0, acc);
+      }
+#pragma unroll
+      for (int j = 0; j < CC::kSlots; ++j)
+        reinterpret_cast<float4*>(sAcc)[part * CC::kNV + slot0 + CC::kLanes * j] = acc[j];
+    }
     __syncthreads();
     float so[R];
 #pragma unroll
@@ -811,8 +883,9 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
       const int e = tid + kThreads * k, r = e / D;
       out[k] = 0.f;
       if (!rows.valid(r, R)) continue;
-      float x = 0.f;
-      for (int s = 0; s < S; ++s) x = fmaf(wO[r * S + s], part0[s * PF + e], x);
+      float x = sAcc[e];
+#pragma unroll
+      for (int q = 1; q < CC::kParts; ++q) x += sAcc[q * R * D + e];
       const float L = sL[r];
       out[k] = isnan(L) ? L : L > 0.f ? x / L : 0.f;  // no live key: 0, as SDPA's; NaN inputs: NaN
       add_at(so, r, out[k]);
@@ -942,7 +1015,9 @@ struct TcPass {
   unsigned nf;    // rows with a non-finite score
 };
 
-template <typename T, int D, bool kProtect, int R>
+// kInj: the build that calls with injected faults run (their hooks in the tile loop); the production
+// build has none, so the loop's code and registers are only what a fault-free call executes.
+template <typename T, int D, bool kProtect, int R, bool kInj>
 __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_tc_split_kernel(const Params p) {
   using C = TcCfg<T, D, R>;
   constexpr int KS = C::kKS;
@@ -966,14 +1041,55 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
   const float c2 = p.scale * kLog2e;
 
-  // The Q tile: query rows (padding and rows R..7 zero), then q^c in three parts (rows 8-10).
-  for (int e = tid; e < 16 * D; e += kThreads) {
-    const int rr = e / D, d = e % D;
-    T x = Elem<T>::from_f(0.f);
+  // Tile loads: this thread's 16-byte chunk column, every (128 / chunks per row)-th row. A full
+  // tile's rows are one pointer and one stride apart (few registers, no clamp); the last, partial
+  // tile clamps each row and zero-fills past Sk.
+  constexpr int kRowStep = kThreads / (D / 8);
+  static_assert(kRowStep % 8 == 0, "rows kRowStep apart share swz8's pattern");
+  const int ld_ch = tid % (D / 8), ld_row = tid / (D / 8);
+  const T* gk_ch = gk + ld_ch * 8 + (int64_t)ld_row * p.k_ss;
+  const T* gv_ch = gv + ld_ch * 8 + (int64_t)ld_row * p.v_ss;
+  const int64_t k_step = (int64_t)kRowStep * p.k_ss, v_step = (int64_t)kRowStep * p.v_ss;
+  const uint32_t ld_at = swz8<D>(ld_row, ld_ch) * (int)sizeof(T);
+  auto load_tile = [&](int t, int stg) {
+    const uint32_t sk = smem_u32(ring + stg * 2 * C::kTile) + ld_at, sv = sk + C::kTile * (int)sizeof(T);
+    constexpr uint32_t kRowBytes = kRowStep * D * (int)sizeof(T);
+    if (t * kBlockN + kBlockN <= p.Sk) {
+      const T* kp = gk_ch + (int64_t)t * kBlockN * p.k_ss;
+      const T* vp = gv_ch + (int64_t)t * kBlockN * p.v_ss;
+#pragma unroll
+      for (int i = 0; i < kBlockN / kRowStep; ++i) {
+        cp_async16(sk + i * kRowBytes, kp + i * k_step, true);
+        cp_async16(sv + i * kRowBytes, vp + i * v_step, true);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBlockN / kRowStep; ++i) {
+        const int gr = t * kBlockN + ld_row + kRowStep * i, cr = min(gr, p.Sk - 1) - ld_row;
+        cp_async16(sk + i * kRowBytes, gk_ch + (int64_t)cr * p.k_ss, gr < p.Sk);
+        cp_async16(sv + i * kRowBytes, gv_ch + (int64_t)cr * p.v_ss, gr < p.Sk);
+      }
+    }
+  };
+  // The ring's first stages go out before the Q tile, so that their latency and Q's overlap.
+  auto ring_prologue = [&]() {
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < nt) load_tile(t_begin + s, s);
+      cp_async_commit();
+    }
+  };
+  ring_prologue();
+
+  // The Q tile in 16-byte chunks: query rows (padding and rows R..7 zero), then q^c in three parts
+  // (rows 8-10).
+  for (int c = tid; c < 16 * (D / 8); c += kThreads) {
+    const int rr = c / (D / 8), ch = c % (D / 8);
+    uint4 x = make_uint4(0u, 0u, 0u, 0u);
     if (rr < R && rows.valid(rr, R))
-      x = (reinterpret_cast<const T*>(p.q) + b * p.q_sb + rows.head(rr, R, hk) * p.q_sh +
-           (int64_t)rows.query(rr, R) * p.q_ss)[d];
-    sQ[swz8<D>(rr, d >> 3) + (d & 7)] = x;
+      x = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(p.q) + b * p.q_sb + rows.head(rr, R, hk) * p.q_sh +
+                                          (int64_t)rows.query(rr, R) * p.q_ss + ch * 8);
+    *reinterpret_cast<uint4*>(sQ + swz8<D>(rr, ch)) = x;
   }
   __syncthreads();
   float qns = 0.f;  // sum_r ||q_r||
@@ -1002,38 +1118,36 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
     }
   }
   __syncthreads();
-  uint32_t qa[KS][4];  // Q's A fragments, held for the whole split
-  {
-    const uint32_t off = ((lane & 7) + 8 * ((lane >> 3) & 1)) * 2 * D + ((((lane >> 4) & 1) ^ (lane & 7)) << 4);
+  // Q's A fragments: held in 32 registers for the whole split, or loaded again from shared memory
+  // per tile where holding them made the protected kernel spill (d=128, and 8 rows at d=64): 2-4 %
+  // faster there, 1-2 % slower at d=64 with 2-4 rows (NOTES_attention.md, run 56c).
+  // EFTA_DEC_QA=0 / 1 (measurements): held / loaded everywhere.
+#ifdef EFTA_DEC_QA
+  constexpr bool kQaReload = EFTA_DEC_QA;
+#else
+  constexpr bool kQaReload = kProtect && (D == 128 || R == 8);
+#endif
+  const uint32_t q_base = smem_u32(sQ);
+  const uint32_t qa_off = ((lane & 7) + 8 * ((lane >> 3) & 1)) * 2 * D + ((((lane >> 4) & 1) ^ (lane & 7)) << 4);
+  uint32_t qa[kQaReload ? 1 : KS][4];
+  if constexpr (!kQaReload)
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) ldsm_x4(qa[ks], smem_u32(sQ) + (off ^ (ks << 5)));
-  }
+    for (int ks = 0; ks < KS; ++ks) ldsm_x4(qa[ks], q_base + (qa_off ^ (ks << 5)));
   // This lane's ldmatrix row in a K or V tile: matrices (keys 0-7 | 8-15) x (columns 0-7 | 8-15).
   const uint32_t kv_off =
       (16 * w + (lane & 7) + 8 * (lane >> 4)) * 2 * D + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
 
-  const bool cta_inj = kProtect && split_injected<R>(p, rows, b, hk, t_begin, t_end);
+  static_assert(kProtect || !kInj, "faults are injected into protected calls");
+  const bool cta_inj = kInj && split_injected<R>(p, rows, b, hk, t_begin, t_end);
   // Whether injection record rec's key (within the tile) is element (nt, e) of this lane's row rr.
   auto owns_key = [&](const InjRec& rec, int rr) { return rr == g && rec.col >> 4 == w && ((rec.col >> 1) & 3) == tq; };
 
-  // Tile loads: this thread's 16-byte chunk column, every (128 / chunks per row)-th row (few
-  // registers: one row index and two strides, not an address per chunk).
-  constexpr int kRowStep = kThreads / (D / 8);
-  const int ld_ch = tid % (D / 8), ld_row = tid / (D / 8);
-  const T* gk_ch = gk + ld_ch * 8;
-  const T* gv_ch = gv + ld_ch * 8;
-  auto load_tile = [&](int t, int stg) {
-    const uint32_t sk = smem_u32(ring + stg * 2 * C::kTile), sv = sk + C::kTile * (int)sizeof(T);
-#pragma unroll
-    for (int i = 0; i < kBlockN / kRowStep; ++i) {
-      const int row = ld_row + kRowStep * i, gr = t * kBlockN + row, cr = min(gr, p.Sk - 1);
-      const uint32_t at = swz8<D>(row, ld_ch) * (int)sizeof(T);
-      cp_async16(sk + at, gk_ch + (int64_t)cr * p.k_ss, gr < p.Sk);
-      cp_async16(sv + at, gv_ch + (int64_t)cr * p.v_ss, gr < p.Sk);
-    }
-  };
-
   const bool real = g < R;  // rows R..7 of the MMA are zero: no row
+  // Row g's query index and mask row, once (in the tile pass the compiler kept their divisions)
+  const bool row_ok = real && rows.valid(g, R);
+  const int qi = row_ok ? rows.query(g, R) : 0;
+  const int64_t mrow =
+      row_ok && p.mask != nullptr ? b * p.m_sb + rows.head(g, R, hk) * p.m_sh + (int64_t)qi * p.m_sq : 0;
   auto tile_pass = [&](const T* sK, int t, const float (&m_old)[R], bool inject) -> TcPass<R> {
     TcPass<R> tp;
     float kq[2][4];  // K K^T blocks: the diagonal is ||k||^2
@@ -1046,8 +1160,13 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
     for (int ks = 0; ks < KS; ++ks) {
       uint32_t bk[4];
       ldsm_x4(bk, kb + (kv_off ^ (ks << 5)));
-      Elem<T>::mma(tp.s[0], qa[ks], bk[0], bk[1]);
-      Elem<T>::mma(tp.s[1], qa[ks], bk[2], bk[3]);
+      uint32_t qk[4];
+      if constexpr (kQaReload) ldsm_x4(qk, q_base + (qa_off ^ (ks << 5)));
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if constexpr (!kQaReload) qk[i] = qa[ks][i];
+      Elem<T>::mma(tp.s[0], qk, bk[0], bk[1]);
+      Elem<T>::mma(tp.s[1], qk, bk[2], bk[3]);
       if constexpr (kProtect) {
         const uint32_t ak[4] = {bk[0], bk[2], bk[1], bk[3]};  // the same 16 keys as an A operand
         Elem<T>::mma(kq[0], ak, bk[0], bk[1]);
@@ -1071,11 +1190,10 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         const int key = t * kBlockN + 16 * w + 8 * n + 2 * tq + e;
         bool live = real && key < p.Sk;
         float b2 = 0.f;
-        if (live && rows.valid(g, R)) {
-          const int i = rows.query(g, R);
-          live = !p.causal || key <= i;
+        if (live && row_ok) {
+          live = !p.causal || key <= qi;
           if (live && p.mask != nullptr) {
-            const int64_t at = b * p.m_sb + rows.head(g, R, hk) * p.m_sh + (int64_t)i * p.m_sq + (int64_t)key * p.m_sk;
+            const int64_t at = mrow + (int64_t)key * p.m_sk;
             if (p.mask_bool) {
               live = reinterpret_cast<const bool*>(p.mask)[at];
             } else {
@@ -1194,11 +1312,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
     l_own = 0.f;
     nf_rows = 0;
 
-#pragma unroll
-    for (int s = 0; s < C::kStages - 1; ++s) {
-      if (s < nt) load_tile(t_begin + s, s);
-      cp_async_commit();
-    }
+    if (!first) ring_prologue();  // (the first attempt's went out before the Q tile)
     for (int it = 0; it < nt; ++it) {
       const int t = t_begin + it;
       cp_async_wait<C::kStages - 2>();
@@ -1210,7 +1324,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
       }
       const T* sK = ring + (it % C::kStages) * 2 * C::kTile;
       const T* sV = sK + C::kTile;
-      const bool inject = kProtect && first && cta_inj;
+      const bool inject = kInj && first && cta_inj;
 
       // A failed tile check is acted on at the end of the split (the split is recomputed): no
       // CTA-wide vote per tile, so the checks stay off the loop's critical path.
@@ -1372,10 +1486,16 @@ template <typename T, int D, bool kProtect, int R>
 cudaError_t launch(const Params& p, int row_blocks, cudaStream_t stream) {
   const dim3 grid(p.dec_splits, row_blocks, p.B * p.Hk);
   if (p.dec_impl == 0) {
-    constexpr auto split = &decode_tc_split_kernel<T, D, kProtect, R>;
+    constexpr auto split = &decode_tc_split_kernel<T, D, kProtect, R, false>;
+    constexpr auto split_inj = &decode_tc_split_kernel<T, D, kProtect, R, kProtect>;
     constexpr int smem = TcCfg<T, D, R>::kSmem;
-    if (cudaError_t e = sm90::allow_smem<split>(smem)) return e;
-    split<<<grid, kThreads, smem, stream>>>(p);
+    if (kProtect && p.n_inj > 0) {
+      if (cudaError_t e = sm90::allow_smem<split_inj>(smem)) return e;
+      split_inj<<<grid, kThreads, smem, stream>>>(p);
+    } else {
+      if (cudaError_t e = sm90::allow_smem<split>(smem)) return e;
+      split<<<grid, kThreads, smem, stream>>>(p);
+    }
   } else {
     constexpr auto split = &decode_split_kernel<T, D, kProtect, R>;
     constexpr int smem = Cfg<T, D, R>::kSmem;
@@ -1383,7 +1503,7 @@ cudaError_t launch(const Params& p, int row_blocks, cudaStream_t stream) {
     split<<<grid, kThreads, smem, stream>>>(p);
   }
   if (cudaError_t e = cudaGetLastError()) return e;
-  const size_t cs = ((size_t)R * p.dec_splits + 5 * R + 4 * R) * sizeof(float);
+  const size_t cs = CombineCfg<R, D>::smem_bytes(p.dec_splits);
   constexpr auto comb = &decode_combine_kernel<T, D, kProtect, R>;
   if (cs > 48 * 1024)
     if (cudaError_t e = sm90::allow_smem<comb>(cs)) return e;

@@ -241,15 +241,23 @@ def decode_preferred(hq: int, hk: int, sq: int) -> bool:
     return sq * (hq // hk) <= DECODE_MAX_ROWS
 
 
-def decode_impl(head_dim: int, rows_per_cta: int) -> str:
-    """The decode kernel's split kernel for "auto" (DECODE_IMPL): the FMA one at head dim 64 with 2
-    rows per CTA (multi-head attention at one or two query rows, GPT-2's decode step), where run 55e
-    measured it 12-20 % faster protected; the tensor-core one everywhere else (up to 1.6x faster)."""
+# Key tiles per call (B x Hk x tiles) up to which "auto" keeps the FMA split kernel at head dim 64
+# with 2 rows per CTA (decode_impl).
+DECODE_FMA_MAX_TILES = 2048
+
+
+def decode_impl(head_dim: int, rows_per_cta: int, tiles: int) -> str:
+    """The decode kernel's split kernel for "auto" (DECODE_IMPL) on a call of ``tiles`` key tiles in
+    all (B x Hk x tiles per KV head): the tensor-core one, but at head dim 64 with 2 rows per CTA
+    (multi-head attention at one or two query rows, GPT-2's decode step) up to DECODE_FMA_MAX_TILES,
+    where run 56c (H200, NOTES_attention.md session 50) measured the FMA one level or 0.4-0.9 us
+    faster protected (12 x 64 heads: batch 1 at 1K-4K keys, batch 8 at 1K); past it the tensor-core
+    one ran 9-15 % faster (batch 1 at 16K keys, batch 8 from 4K)."""
     if DECODE_IMPL in _DECODE_IMPLS:
         return DECODE_IMPL
     if DECODE_IMPL != "auto":
         raise ValueError(f"FTCOMPILE_DECODE_IMPL={DECODE_IMPL!r}: expected 'auto', 'tc' or 'fma'")
-    return "fma" if head_dim == 64 and rows_per_cta == 2 else "tc"
+    return "fma" if head_dim == 64 and rows_per_cta == 2 and tiles <= DECODE_FMA_MAX_TILES else "tc"
 
 
 @functools.lru_cache(maxsize=4096)  # (a decode step's key count, hence its plan, moves every call)
@@ -522,7 +530,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             visit = min(n_tiles, math.ceil(Sq / BLOCK_N))
         a.dec_rows, _, a.dec_splits, a.dec_tps = decode_plan(B * Hk, rows, visit, _sm_count(device))
         a.dec_visit = visit
-        a.dec_impl = _DECODE_IMPLS[decode_impl(D, a.dec_rows)]
+        a.dec_impl = _DECODE_IMPLS[decode_impl(D, a.dec_rows, B * Hk * visit)]
     a.variant = 3 if decode else _VARIANTS[choice]
     mask_map = None
     if mask4 is not None:
@@ -684,7 +692,8 @@ def _plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id: int, he
     tensors' addresses (the current device too: _launch runs under q's)."""
     return (site_id, q.device, torch.cuda.current_device(), cuda.raw_stream(q.device),
             replay.layout_key(q), replay.layout_key(k), replay.layout_key(v), replay.layout_key(attn_mask),
-            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, DECODE_IMPL, M_TILES_D64, _debug)
+            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, DECODE_IMPL, DECODE_FMA_MAX_TILES,
+            M_TILES_D64, _debug)
 
 
 def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_last=False):
@@ -697,5 +706,5 @@ def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_las
     return launch(q, k, v, attn_mask)
 
 
-fastpath.watch_knobs(__name__, ("KERNEL", "DECODE_IMPL", "M_TILES_D64", "_debug"))
+fastpath.watch_knobs(__name__, ("KERNEL", "DECODE_IMPL", "DECODE_FMA_MAX_TILES", "M_TILES_D64", "_debug"))
 cuda.register("attention", supports, kernel, _replay)
