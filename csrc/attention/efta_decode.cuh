@@ -1141,6 +1141,15 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const bool cta_inj = kInj && split_injected<R>(p, rows, b, hk, t_begin, t_end);
   // Whether injection record rec's key (within the tile) is element (nt, e) of this lane's row rr.
   auto owns_key = [&](const InjRec& rec, int rr) { return rr == g && rec.col >> 4 == w && ((rec.col >> 1) & 3) == tq; };
+  // The (stage, tile t) records on this lane's keys, applied to x[n-tile][element] (scores or P).
+  auto corrupt_keys = [&](int stage, int t, auto& x) {
+    for_recs<R>(p, stage, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
+      if (owns_key(rec, rr)) {
+        if ((rec.col >> 3) & 1) corrupt_at(x[1], rec.col & 1, rec, log);
+        else corrupt_at(x[0], rec.col & 1, rec, log);
+      }
+    });
+  };
 
   const bool real = g < R;  // rows R..7 of the MMA are zero: no row
   // Row g's query index and mask row, once (in the tile pass the compiler kept their divisions)
@@ -1173,13 +1182,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         Elem<T>::mma(kq[1], ak, bk[2], bk[3]);
       }
     }
-    if (kProtect && inject)
-      for_recs<R>(p, kScore, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
-        if (owns_key(rec, rr)) {
-          if ((rec.col >> 3) & 1) corrupt_at(tp.s[1], rec.col & 1, rec, log);
-          else corrupt_at(tp.s[0], rec.col & 1, rec, log);
-        }
-      });
+    if (kProtect && inject) corrupt_keys(kScore, t, tp.s);
 
     // Live keys, mask and scale: the log2-domain arguments of row g.
     float st[2][2], bias[2][2];
@@ -1246,13 +1249,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         }
       }
     if constexpr (kProtect) {
-      if (inject)
-        for_recs<R>(p, kExp, t, b, hk, rows, [&](const InjRec& rec, int rr, float* log) {
-          if (owns_key(rec, rr)) {
-            if ((rec.col >> 3) & 1) corrupt_at(tp.P[1], rec.col & 1, rec, log);
-            else corrupt_at(tp.P[0], rec.col & 1, rec, log);
-          }
-        });
+      if (inject) corrupt_keys(kExp, t, tp.P);
       // Per key, summed over the rows: log2 P - bias + max where P is alive (= c2 s up to EXP's
       // error), c2 s where it is dead (P must be 0), minus c2 s^c (the checksum rows): zero within
       // EXP's tolerance and GEMM-I's bound. Unified: GEMM-I, the scale-and-mask FMA and EXP at once.
