@@ -21,6 +21,13 @@ CONFIGS = [(16, 64, s, False) for s in (512, 1024, 2048, 4096, 16384)]
 CONFIGS += [(32, 128, s, False) for s in (512, 1024, 2048, 4096, 16384)]
 CONFIGS += [(16, 64, 4096, True), (32, 128, 4096, True)]
 
+def digest(out) -> int:
+    """A position-weighted sum of an output's 16-bit patterns (mod 10^8): equal outputs, equal digests."""
+    import torch
+    o = out.view(torch.int16).to(torch.int64).flatten()
+    return int((o * (torch.arange(o.numel(), device=o.device) % 1021 + 1)).sum()) % 10**8
+
+
 # (batch, query heads, kv heads, query rows, keys, head dim): attention_shapes.py's decode set, bf16
 DECODE_CONFIGS = [(1, 32, 8, 1, 1024, 128), (1, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 16384, 128),
                   (1, 32, 8, 2, 16384, 128), (8, 32, 8, 1, 4096, 128), (8, 32, 8, 1, 16384, 128),
@@ -31,6 +38,7 @@ import sys; sys.path.insert(0, "benchmarks")
 import torch, ftcompile
 from ftcompile.ops import cuda_attention as ca
 from attention_shapes import _us
+from attention_ab import digest
 ca.DECODE_IMPL = %r
 sid = ftcompile.register_site("probe.attention_ab", "attention")
 site = ftcompile.telemetry.site(sid)
@@ -40,13 +48,10 @@ for b, hq, hk, sq, sk, d in %r:
     k, v = (torch.randn(b, hk, sk, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     plain = lambda: ca.attention(q, k, v, None, False, None, hq != hk, protect=False, kernel="decode")
     ft = lambda: ca.attention(q, k, v, None, False, None, hq != hk, site, kernel="decode")
-    dig = []
-    for f in (plain, ft):
-        o = f().view(torch.int16).to(torch.int64).flatten()
-        dig.append(int((o * (torch.arange(o.numel(), device=o.device) %% 1021 + 1)).sum()))
+    dig = [digest(f()) for f in (plain, ft)]
     tp, tf = _us(plain, 3), _us(ft, 3)
     print(f"%s B{b} {hq}/{hk}x{d} sq{sq} s{sk}: plain {tp:.2f} ft {tf:.2f} overhead {100 * (tf / tp - 1):.1f}%% "
-          f"digest {dig[0] %% 10**8} {dig[1] %% 10**8}", flush=True)
+          f"digest {dig[0]} {dig[1]}", flush=True)
 assert all(v["detected"] == 0 for v in ftcompile.stats().values()), ftcompile.stats()
 '''
 
@@ -55,6 +60,7 @@ import sys; sys.path.insert(0, "benchmarks")
 import torch, ftcompile
 from ftcompile.ops import cuda_attention as ca
 from bench_attention import timed
+from attention_ab import digest
 sid = ftcompile.register_site("probe.attention_ab", "attention")
 site = ftcompile.telemetry.site(sid)
 for h, d, s, causal in %r:
@@ -63,13 +69,10 @@ for h, d, s, causal in %r:
     q, k, v = (torch.randn(shp, generator=g, device="cuda").half() for _ in range(3))
     plain = lambda: ca.attention(q, k, v, None, causal, None, False, protect=False)
     ft = lambda: ca.attention(q, k, v, None, causal, None, False, site)
-    dig = []
-    for f in (plain, ft):
-        o = f().view(torch.int16).to(torch.int64).flatten()
-        dig.append(int((o * (torch.arange(o.numel(), device=o.device) %% 1021 + 1)).sum()))
+    dig = [digest(f()) for f in (plain, ft)]
     tp, tf = timed(plain, 0.15, 5)[0], timed(ft, 0.15, 5)[0]
     print(f"%s {h}x{d} s{s}{' causal' if causal else ''}: plain {tp:.4f} ft {tf:.4f} overhead {100 * (tf / tp - 1):.1f}%% "
-          f"digest {dig[0] %% 10**8} {dig[1] %% 10**8}", flush=True)
+          f"digest {dig[0]} {dig[1]}", flush=True)
 '''
 
 

@@ -71,13 +71,14 @@ def main() -> None:
             ran = ca.last_kernel()
             row["ours_plain"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, protect=False), args.rounds)
             if ran == "decode":  # both split kernels on the same call ("ours" is auto's choice)
+                chosen = ca.DECODE_IMPL
                 for impl in ("tc", "fma"):
                     ca.DECODE_IMPL = impl
                     row[impl] = _us(lambda: torch.ops.ftcompile.attention(q, k, v, None, False, None, gqa, sid),
                                     args.rounds)
                     row[f"{impl}_plain"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, protect=False),
                                                args.rounds)
-                ca.DECODE_IMPL = "auto"
+                ca.DECODE_IMPL = chosen
             row["tile_kernel"] = _us(lambda: ca.attention(q, k, v, None, False, None, gqa, site, kernel="wgmma"),
                                      args.rounds)
             if ran != "decode" and sq * hq // hk <= ca.DECODE_MAX_ROWS:  # what "auto" leaves out

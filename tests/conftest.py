@@ -14,5 +14,15 @@ def _fresh_state():
     torch._dynamo.reset()
 
 
+@pytest.fixture
+def captured_sites_kept():
+    """The sites a test registers as captured (ftcompile.cudagraphs: for the process's life, and
+    injecting into them is refused, since a replay would not inject) are forgotten after it."""
+    before = ftcompile.cudagraphs.captured_sites()
+    yield
+    with ftcompile.cudagraphs._lock:
+        ftcompile.cudagraphs._captured.intersection_update(before)
+
+
 def site(name: str, kind: str = "linear", policy: str = "correct") -> int:
     return ftcompile.register_site(name, kind, policy=policy)

@@ -213,7 +213,8 @@ def test_decode_random_faults_detected_and_corrected(d, fault, monkeypatch):
     q, k, v = _inputs(2, 16, 4, 2, 530, d, torch.bfloat16, gen)
     # the tensor-core split kernel checks l against the P the products read to 2^-12 (the FMA one bit
     # for bit): a smaller change of a consumed P may pass, moving the output by less than that
-    unseen = None if ca.DECODE_IMPL == "fma" else 2.0 ** -12
+    runs = ca.decode_impl(d, 8, 2 * 4 * 9)  # (2 query rows x GQA 4 per CTA, 9 key tiles per KV head)
+    unseen = None if runs == "fma" else 2.0 ** -12
     checked = _random_faults_corrected(f"decode-rand-{d}", q, k, v, fault, p_mma_unseen=unseen)
     assert checked >= 12, checked
 

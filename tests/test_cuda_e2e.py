@@ -5,20 +5,12 @@ import torch
 import ftcompile
 from ftcompile import FaultSpec, inject
 
+# (captured_sites_kept: each test builds its own model, so a later test's injection into a site of
+# the same name as a captured one is not a replay)
 pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.usefixtures("captured_sites_kept")]
 transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture(autouse=True)
-def _captures_stay_in_their_test():
-    """A CUDA-graph capture registers its sites as captured for the process's life (injecting
-    into them is refused: a replay would not inject). Each test here builds its own model, so a
-    later test's injection into a site of the same name is not a replay: restore the registry."""
-    before = ftcompile.cudagraphs.captured_sites()
-    yield
-    with ftcompile.cudagraphs._lock:
-        ftcompile.cudagraphs._captured.intersection_update(before)
 
 
 def _model(name, impl, dtype, head_dim=64):

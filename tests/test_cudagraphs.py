@@ -9,14 +9,10 @@ from ftcompile.abft import injection
 
 
 @pytest.fixture
-def capture(monkeypatch):
+def capture(monkeypatch, captured_sites_kept):
     """Pretend the current stream is capturing; forget the sites recorded meanwhile."""
     monkeypatch.setattr(cudagraphs, "capturing", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    saved = set(cudagraphs._captured)
-    yield
-    cudagraphs._captured.clear()
-    cudagraphs._captured.update(saved)
 
 
 def test_policy_raise_refused_under_capture(capture):

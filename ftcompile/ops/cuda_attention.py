@@ -1,8 +1,9 @@
 """CUDA kernels of ``ftcompile::attention``: EFTA inside one flash-attention kernel (csrc/attention),
 on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k, v) or on mma.sync
 (efta_kernel.cuh; the fallback). Both carry the same protection code. Calls with at most
-DECODE_MAX_ROWS query rows per KV head (decode steps) run a split-KV kernel on the FMA pipes instead
-(efta_decode.cuh), whose protection has the same stages rebuilt for its layout.
+DECODE_MAX_ROWS query rows per KV head (decode steps) run a split-KV kernel instead (efta_decode.cuh:
+its splits on tensor cores, or on the FMA pipes where decode_impl says), whose protection has the
+same stages rebuilt for its layout.
 
 ``supports(q, k, v, attn_mask, scale, enable_gqa)`` says whether the kernel takes a call (sm_90 GPU,
 fp16/bf16, head dims up to 128 (64 and 128 natively, smaller ones zero-padded to the next:
@@ -32,8 +33,9 @@ GPU corrupt the same element. Differences, by design (see benchmarks/NOTES_atten
     to 2^-8 (bf16) / 2^-10 (fp16) relative.
   * the decode kernel checks GEMM-I with a checksum over its rows (q^c = sum of the CTA's query rows)
     per key, the PV products with whole-row checksums, and l against the sum of the P the products
-    read, bit for bit (no 16-bit packing); its final checks run per split, before the combine
-    kernel merges the splits under a check of its own.
+    read (bit for bit in the FMA split kernel, to 2^-12 in the tensor-core one, whose P are 16-bit);
+    its final checks run per split, before the combine kernel merges the splits under a check of
+    its own.
 """
 from __future__ import annotations
 
@@ -656,8 +658,7 @@ def _launcher(a: _HostArgs, fn, shape: Tuple[int, ...], dtype: torch.dtype, head
         _check(fn(ctypes.byref(b)))
         _last_kernel = kernel_name
         return out
-    masked = bool(template.mask)
-    decode = template.variant == 3  # (no tile map: the C++ replay passes an empty one, unread)
+    masked = bool(template.mask)  # (decode: no tile map, the C++ replay passes an empty one, unread)
     launch.spec = fastpath.AttentionSpec(  # what the C++ replay needs
         template, fn, [getattr(_HostArgs, f).offset for f in ("q", "k", "v", "o", "kc", "kn", "vc")]
         + ([_HostArgs.mask.offset, _HostArgs.mask_map.offset] if masked else [-1, -1]),
