@@ -8,7 +8,8 @@ of each output, so a change meant to keep the arithmetic shows whether it did (N
 (ATTN_AB_FLAGS: "name=-DX=1 -DY=0;name2=..." for flag variants of the tree; default: the tree as is.
 ATTN_AB_BASE: one snapshot, or several as "name=path;name2=path2", each timed as its own build;
 ATTN_AB_ROUNDS: rounds, default 2. ATTN_AB_SET=decode: decode shapes on the decode kernel instead,
-us per call in CUDA graphs of 10 calls, the split kernel ATTN_AB_IMPL (default tc).)
+us per call in CUDA graphs of 10 calls, the split kernel ATTN_AB_IMPL (default tc), every build
+without the tile kernels (-DEFTA_DECODE_ONLY), whose sources a snapshot must then know the flag of.)
 """
 
 import os
@@ -80,13 +81,18 @@ def main():
     from concurrent.futures import ThreadPoolExecutor
     from ftcompile.ops.cuda_attention import build
     bases = snapshot_bases("ATTN_AB_BASE")
+    decode = os.environ.get("ATTN_AB_SET") == "decode"
+    only = ["-DEFTA_DECODE_ONLY"] if decode else []  # (the decode kernel alone: a build in a fraction of the time)
     with ThreadPoolExecutor(4) as ex:
-        futs = {name: ex.submit(build, "ftcompile_efta_ab_" + name, flags) for name, flags in BUILDS.items()}
+        futs = {name: ex.submit(build, "ftcompile_efta_ab_" + name, [*only, *flags]) for name, flags in BUILDS.items()}
         for name, path in bases.items():
-            futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, [], path)
+            futs[name] = ex.submit(build, "ftcompile_efta_ab_" + name, only, path)
         libs = {name: f.result() for name, f in futs.items()}
+    if os.environ.get("ATTN_AB_BUILD_ONLY") == "1":  # (gpu_check.sh builds them beside the production build)
+        print("attention_ab builds:", libs)
+        return
     order = list(bases) + list(BUILDS)
-    if os.environ.get("ATTN_AB_SET") == "decode":
+    if decode:
         impl = os.environ.get("ATTN_AB_IMPL", "tc")
         child = lambda tag: DECODE_CHILD % (impl, DECODE_CONFIGS, tag)
     else:

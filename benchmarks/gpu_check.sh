@@ -6,6 +6,7 @@
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #                                                   [tilesmidm] [globalref] [shapes] [decode]
 #                                                   [decodetests] [decodefma] [decodeab] [decodeprobe]
+#                                                   [decodephases]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -22,7 +23,11 @@
 #    (attention_shapes.py --set decode); decodetests = those tests alone; decodefma = the same tests
 #    on the FMA split kernel (FTCOMPILE_DECODE_IMPL=fma); decodeab = attention_ab.py on the decode
 #    shapes, the tree against ATTN_AB_BASE (a source snapshot); decodeprobe = each decode kernel's time
-#    in a graph and the tensor-core split kernel's SASS (benchmarks/decode_probe.py))
+#    in a graph and the tensor-core split kernel's SASS (benchmarks/decode_probe.py); decodephases =
+#    where a tensor-core split CTA's time goes, from a diagnostic build with timestamps
+#    (benchmarks/decode_phases.py))
+# Calls whose parts are all decode* build no GEMM library, and their decode-only builds (the A/B's,
+# the timestamps') alongside the production one.
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
 cd "$(dirname "$0")/.."
@@ -48,12 +53,20 @@ stamp "build"
 # a build killed earlier on this machine leaves torch's lock, on which every later load waits forever
 find "$TORCH_EXTENSIONS_DIR" -name lock -delete 2>/dev/null
 : > "$OUT/build.log"
-( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
+decode_only=1
+for part in $parts; do case $part in decode*) ;; *) decode_only=0 ;; esac; done
+[ $decode_only = 0 ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
+case " $parts " in *" decodeab "*)
+  ( ATTN_AB_SET=decode ATTN_AB_BUILD_ONLY=1 timeout 300 python3 benchmarks/attention_ab.py ) >> "$OUT/build.log" 2>&1 & ;;
+esac
+case " $parts " in *" decodephases "*)
+  ( timeout 300 python3 benchmarks/decode_phases.py --build-only ) >> "$OUT/build.log" 2>&1 & ;;
+esac
 [ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
 ( timeout 300 python3 -c "from ftcompile.ops import fastpath; print('fastpath', fastpath.module())" ) >> "$OUT/build.log" 2>&1 &
 case " $parts " in *" phases "*)  # the diagnostic build too, alongside (stream_phases.py then finds it built)
   ( timeout 300 python3 -c "from ftcompile.ops import cuda; print('stamps', cuda.build_library('gemm', \
-      'ftcompile_gemm_sm90a_stamps', extra_cuda_cflags=['-DFTG_STREAM_STAMPS']))" ) >> "$OUT/build.log" 2>&1 & ;;
+      'ftcompile_gemm_sm90a_stamps', extra_cuda_cflags=['-DPHASE_STAMPS']))" ) >> "$OUT/build.log" 2>&1 & ;;
 esac
 wait
 stamp "built"
@@ -77,6 +90,8 @@ for part in $parts; do
     decodefma) decode_tests fma pytest_decode_fma.log ;;
     decodeab) ATTN_AB_SET=decode timeout 420 python3 benchmarks/attention_ab.py > "$OUT/decode_ab.txt" 2>&1
               stamp "decode ab rc=$?" ;;
+    decodephases) timeout 150 python3 benchmarks/decode_phases.py --out "$OUT/decode_phases.json" > "$OUT/decode_phases.txt" 2>&1
+                  stamp "decode phases rc=$?" ;;
     decodeprobe) timeout 150 python3 benchmarks/decode_probe.py --sass "$OUT" > "$OUT/decode_probe.txt" 2>&1
                  stamp "decode probe rc=$?" ;;
     shapes) for set in headdims decode; do
@@ -145,3 +160,4 @@ for set in headdims decode; do
 done
 [ -f "$OUT/decode_ab.txt" ] && grep -E "^\||DIGESTS|Error|error" "$OUT/decode_ab.txt" | tail -24
 [ -f "$OUT/decode_probe.txt" ] && cat "$OUT/decode_probe.txt" | cut -c1-400
+[ -f "$OUT/decode_phases.txt" ] && grep -vE "^\s*$|Warning|warn" "$OUT/decode_phases.txt" | cut -c1-600 | tail -20

@@ -2,7 +2,7 @@
 
     python benchmarks/stream_phases.py [--out DIR] [--shapes 1x4096x4096,...]
 
-Builds csrc/gemm with -DFTG_STREAM_STAMPS (csrc/gemm/stream_stamps.cuh: thread 0 of every CTA
+Builds csrc/gemm with -DPHASE_STAMPS (csrc/common/phase_stamps.cuh: thread 0 of every CTA
 records the SM clock and the global timer at each phase), replays a CUDA graph of back-to-back
 calls over rotated inputs, and reads the records back. Prints, per shape and variant:
 * per launch (median over the graph's launches): how spread out the CTAs' starts are, when the
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ftcompile.ops import cuda, cuda_gemm  # noqa: E402
 
-NPH = 12  # stream_stamps.cuh
+NPH = 12  # csrc/common/phase_stamps.cuh
 PHASES = ["set-up", "1st chunk", "loop", "other warps", "cluster wait", "combine", "pushed wait",
           "cluster combine", "check", "correct", "store+report"]
 
@@ -42,7 +42,7 @@ class Rec(ctypes.Structure):
 
 def stamped_library() -> ctypes.CDLL:
     """The diagnostic build, made cuda_gemm's library (the production one stays loaded: see main)."""
-    path = cuda.build_library("gemm", "ftcompile_gemm_sm90a_stamps", extra_cuda_cflags=["-DFTG_STREAM_STAMPS"])
+    path = cuda.build_library("gemm", "ftcompile_gemm_sm90a_stamps", extra_cuda_cflags=["-DPHASE_STAMPS"])
     os.environ["FTCOMPILE_GEMM_LIB"] = path  # cuda_gemm.lib() loads this build instead
     cuda_gemm._LIB = None
     handle = cuda_gemm.lib()

@@ -2,7 +2,7 @@
 
     python benchmarks/thin_phases.py [--out DIR] [--shapes 32x11008x4096,...]
 
-Builds csrc/gemm with -DFTG_STREAM_STAMPS (the thin kernel's phases: thin_gemm.cu, "Phase
+Builds csrc/gemm with -DPHASE_STAMPS (the thin kernel's phases: thin_gemm.cu, "Phase
 timestamps"), replays a CUDA graph of calls over rotated inputs, protected and not, and reads the
 records back. Prints per shape and variant: graph-timed us per call (the diagnostic build's and the
 production build's, and cuBLAS's), per launch the spread of the CTAs' starts and the last CTA's end,

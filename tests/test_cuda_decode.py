@@ -115,17 +115,14 @@ def test_auto_prefers_decode_where_it_measured_faster_than_the_tile_kernels():
     assert not ca.decode_preferred(hq=4, hk=4, sq=9)
 
 
-def test_auto_runs_the_fma_split_kernel_for_short_mha_calls_at_head_dim_64_only(monkeypatch):
+def test_auto_runs_the_tensor_core_split_kernel_and_the_setting_picks_either(monkeypatch):
     monkeypatch.setattr(ca, "DECODE_IMPL", "auto")
-    assert ca.decode_impl(64, 2, 12 * 16) == "fma"  # GPT-2's decode step at 1K keys
-    assert ca.decode_impl(64, 2, ca.DECODE_FMA_MAX_TILES) == "fma"
-    assert ca.decode_impl(64, 2, ca.DECODE_FMA_MAX_TILES + 1) == "tc"  # long caches, large batches
-    assert ca.decode_impl(64, 4, 16) == "tc" and ca.decode_impl(128, 2, 16) == "tc" and ca.decode_impl(128, 8, 16) == "tc"
-    monkeypatch.setattr(ca, "DECODE_IMPL", "tc")
-    assert ca.decode_impl(64, 2, 16) == "tc"
+    assert ca.decode_impl() == "tc"
+    monkeypatch.setattr(ca, "DECODE_IMPL", "fma")
+    assert ca.decode_impl() == "fma"
     monkeypatch.setattr(ca, "DECODE_IMPL", "mma")
     with pytest.raises(ValueError, match="FTCOMPILE_DECODE_IMPL='mma': expected 'auto', 'tc' or 'fma'"):
-        ca.decode_impl(128, 4, 16)
+        ca.decode_impl()
 
 
 @needs_gpu
@@ -213,7 +210,7 @@ def test_decode_random_faults_detected_and_corrected(d, fault, monkeypatch):
     q, k, v = _inputs(2, 16, 4, 2, 530, d, torch.bfloat16, gen)
     # the tensor-core split kernel checks l against the P the products read to 2^-12 (the FMA one bit
     # for bit): a smaller change of a consumed P may pass, moving the output by less than that
-    runs = ca.decode_impl(d, 8, 2 * 4 * 9)  # (2 query rows x GQA 4 per CTA, 9 key tiles per KV head)
+    runs = ca.decode_impl()
     unseen = None if runs == "fma" else 2.0 ** -12
     checked = _random_faults_corrected(f"decode-rand-{d}", q, k, v, fault, p_mma_unseen=unseen)
     assert checked >= 12, checked

@@ -135,3 +135,22 @@ extern "C" EFTA_API int efta_attention_prepass(const HostArgs* a) {
   else e = a->D == 64 ? prepass_fp16_64(p, s) : prepass_fp16_128(p, s);
   return (int)e;
 }
+
+#ifdef EFTA_DECODE_ONLY
+// A measurement build of the decode kernel alone (-DEFTA_DECODE_ONLY: attention_ab.py's decode set
+// builds it in a fraction of the whole library's time): the tile kernels' entry points refuse.
+namespace efta {
+cudaError_t launch_bf16_64(const Params&, bool, int, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_bf16_128(const Params&, bool, int, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_fp16_64(const Params&, bool, int, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_fp16_128(const Params&, bool, int, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_sm90_bf16_64(const Params&, const Maps&, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_sm90_bf16_128(const Params&, const Maps&, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_sm90_fp16_64(const Params&, const Maps&, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t launch_sm90_fp16_128(const Params&, const Maps&, bool, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t prepass_bf16_64(const Params&, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t prepass_bf16_128(const Params&, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t prepass_fp16_64(const Params&, cudaStream_t) { return cudaErrorNotSupported; }
+cudaError_t prepass_fp16_128(const Params&, cudaStream_t) { return cudaErrorNotSupported; }
+}  // namespace efta
+#endif

@@ -117,6 +117,13 @@ __device__ __forceinline__ float lg2(float x) {
   asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// sqrt(x) for a threshold, never below it: MUFU's approximation (one instruction, where sqrtf's IEEE
+// rounding is a subroutine with a slow path) raised past its relative error (2^-22).
+__device__ __forceinline__ float sqrt_bound(float x) {
+  float y;
+  asm("sqrt.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y * (1.f + 0x1p-20f);
+}
 
 // Telemetry: faults are rare, so each thread that finds one adds it to the site's row directly.
 __device__ __forceinline__ void bump(unsigned long long* counters, int field, unsigned n = 1) {

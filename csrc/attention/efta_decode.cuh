@@ -37,6 +37,7 @@
 #include <type_traits>
 
 #include "efta_common.cuh"
+#include "phase_stamps.cuh"
 #include "sm90_host.cuh"
 
 namespace efta {
@@ -200,20 +201,23 @@ struct SplitEnd {
       fin_oc[r] = red[3 * R + r], fin_ab[r] = red[4 * R + r];
     }
     if constexpr (!kProtect) return false;
-    // The end-of-split checks (uniform: every thread holds the CTA's totals).
+    // The end-of-split checks (uniform: every thread holds the CTA's totals), as bit operations
+    // (&, not &&: the short circuits were ~30 branches on the split's last critical path).
     uint32_t bad_l = 0, bad_o = 0, nonfinite = 0;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if (!rows.valid(r, R) || m[r] == -INFINITY) continue;  // padding, or no live key in the split
-      const bool finite = isfinite(m[r]) && isfinite(fin_l[r]) && isfinite(fin_lm[r]) && isfinite(fin_oc[r]) &&
-                          isfinite(fin_ab[r]) && isfinite(fin_so[r]) && !((nf_rows >> r) & 1u);
+      const bool live = rows.valid(r, R) & (m[r] != -INFINITY);  // not padding, some live key in the split
+      // x - x is 0 where x is finite, NaN where not: one compare for the row's six values
+      const float zero = ((m[r] - m[r]) + (fin_l[r] - fin_l[r])) + ((fin_lm[r] - fin_lm[r]) + (fin_oc[r] - fin_oc[r])) +
+                         ((fin_ab[r] - fin_ab[r]) + (fin_so[r] - fin_so[r]));
+      const bool finite = (zero == 0.f) & !((nf_rows >> r) & 1u);
       const bool agree = exact_l ? __float_as_uint(fin_l[r]) == __float_as_uint(fin_lm[r])
                                  : fabsf(fin_l[r] - fin_lm[r]) <= kTolL * fin_lm[r];
-      const bool l_ok = fin_l[r] >= 1.f - kTolL && fin_l[r] <= keys * (1.f + kTolL) && agree;
+      const bool l_ok = (fin_l[r] >= 1.f - kTolL) & (fin_l[r] <= keys * (1.f + kTolL)) & agree;
       const bool o_ok = fabsf(fin_so[r] - fin_oc[r]) <= fmaf(p.e_out, fin_ab[r], 1e-30f);
-      if (!finite) nonfinite |= 1u << r;
-      else if (!l_ok) bad_l |= 1u << r;
-      else if (!o_ok) bad_o |= 1u << r;
+      nonfinite |= (uint32_t)(live & !finite) << r;
+      bad_l |= (uint32_t)(live & finite & !l_ok) << r;
+      bad_o |= (uint32_t)(live & finite & l_ok & !o_ok) << r;
     }
     if (first) {
       talarm = __syncthreads_or(split_bad);
@@ -959,14 +963,15 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const Params p
 //  * O^T = V^T P^T: V through ldmatrix.trans is the A operand (16 head-dim columns per m-tile), P^T
 //    the B operand straight from the score registers (its n = 8 columns are the query rows). The
 //    checksum m-tile's rows are V^c = sum_c V_jc in three 16-bit parts, sum_c |V_jc| and ones (l_mma:
-//    the P the products read, summed by the tensor core); V's row sums are MMAs too (ones times V's
-//    rows), so they land in the lanes that need them.
+//    the P the products read, summed by the tensor core); V's row sums are MMAs too (V's rows times
+//    ones, issued beside the score MMAs), brought by shuffles to the lanes that need them.
 // The checks are the FMA kernel's, with three differences:
 //  * the unified check is one sum per key over the rows (log2 P - b + m where P is alive, c2 s where
 //    it is dead, minus c2 s^c), judged by the lane holding ||k||^2;
 //  * a failed tile check reruns the split at its end (no CTA vote per tile: the checks stay off the
 //    loop's critical path, which bounds this kernel); the rerun is counted once if its outputs or a
-//    per-lane digest of its scores, P and max moved;
+//    per-lane digest of its scores, P and max moved; the unified check runs after the tile's
+//    products are issued, and the thresholds' square roots are MUFU's, raised to bounds (sqrt_bound);
 //  * l (registers) and l_mma (tensor core) add the same 16-bit P in different orders, so they agree
 //    to kTolL, not bit for bit: a smaller change of a consumed P passes, moving O by less than that.
 template <typename T, int D, int R>
@@ -1010,6 +1015,9 @@ template <int R>
 struct TcPass {
   float s[2][4];  // S of keys 8 nt + 2t + {0, 1}: row g (0, 1), row g + 8 (2, 3)
   float P[2][2];  // row g's numerators of those keys
+  float vs[4], va[4];  // (protected) sum_c V_jc and sum_c |V_jc| of keys g (0, 1) and 8 + g (2, 3)
+  float st[2][2], bias[2][2];  // (protected, for the checks) row g's log2-domain arguments and mask bias
+  float kk[2];         // (protected) ||k||^2 of the keys this lane judges (g, 8 + g)
   float m[R];     // the tile's new row max (log2 units)
   bool bad;       // a check of this lane failed
   unsigned nf;    // rows with a non-finite score
@@ -1032,6 +1040,12 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   T* ring = reinterpret_cast<T*>(smem + C::kOffStage);
 
   grid_dep_launch_dependents();  // (R <= 4: the combine's CTAs wait for this grid, PDL)
+  // Phase timestamps (diagnostic build only, benchmarks/decode_phases.py), thread 0: 0 entry, 1 the Q
+  // tile stored, 2 q^c and the query norms, 3 tile 0 landed, 4 its pass (scores to P), 5 its products,
+  // checksums and unified check issued, 6 tile 1 landed, 7 tile 1 issued, 8 the first attempt's loop
+  // done, 9 its O and totals summed, 10 its end checks, 11 the partial written.
+  phase_stamps::Stamper st;
+  st.begin();
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, tq = lane & 3;
   const int split = blockIdx.x, bh = blockIdx.z, b = bh / p.Hk, hk = bh % p.Hk;
   const Rows rows{p.Hq / p.Hk, (int)blockIdx.y, p.Sq * (p.Hq / p.Hk)};
@@ -1040,6 +1054,22 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh;
   const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh;
   const float c2 = p.scale * kLog2e;
+  // The unified check runs after the tile's products (3-8 % faster at batch 1 and at d=64, run 57b),
+  // but at 8 rows, whose check inputs held across the products spill (EFTA_DEC_CHECKS_EARLY=0 / 1:
+  // after / before everywhere, a measurement switch).
+#ifdef EFTA_DEC_CHECKS_EARLY
+  constexpr bool kChecksEarly = EFTA_DEC_CHECKS_EARLY;
+#else
+  constexpr bool kChecksEarly = R == 8;
+#endif
+  // EFTA_DEC_ABLATE (measurements, bf16 calls only; NOTES_attention.md, run 57d): 1 no K K^T products
+  // (||k|| taken as infinite), 2 no V row sums (V^c as 0, sum |V| as 2^60), 4 no unified check: what
+  // each costs, without alarms.
+#ifdef EFTA_DEC_ABLATE
+  constexpr int kAbl = EFTA_DEC_ABLATE;
+#else
+  constexpr int kAbl = 0;
+#endif
 
   // Tile loads: this thread's 16-byte chunk column, every (128 / chunks per row)-th row. A full
   // tile's rows are one pointer and one stride apart (few registers, no clamp); the last, partial
@@ -1092,6 +1122,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
     *reinterpret_cast<uint4*>(sQ + swz8<D>(rr, ch)) = x;
   }
   __syncthreads();
+  st.mark(1);
   float qns = 0.f;  // sum_r ||q_r||
   if constexpr (kProtect) {
     if (tid < D) {
@@ -1105,19 +1136,26 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
       sQ[swz8<D>(9, tid >> 3) + (tid & 7)] = mid;
       sQ[swz8<D>(10, tid >> 3) + (tid & 7)] = Elem<T>::from_f(r1 - Elem<T>::to_f(mid));
     }
+    // (the rows' shuffle chains side by side; every warp computes the same: no exchange)
+    float sq[R];
 #pragma unroll
     for (int rr = 0; rr < R; ++rr) {
-      float sq = 0.f;
+      sq[rr] = 0.f;
+#pragma unroll
       for (int d = lane; d < D; d += 32) {
         const float x = Elem<T>::to_f(sQ[swz8<D>(rr, d >> 3) + (d & 7)]);
-        sq = fmaf(x, x, sq);
+        sq[rr] = fmaf(x, x, sq[rr]);
       }
-#pragma unroll
-      for (int o = 16; o; o >>= 1) sq += __shfl_xor_sync(kFull, sq, o);
-      qns += sqrtf(sq);  // (every warp computes the same: no exchange)
     }
+#pragma unroll
+    for (int o = 16; o; o >>= 1)
+#pragma unroll
+      for (int rr = 0; rr < R; ++rr) sq[rr] += __shfl_xor_sync(kFull, sq[rr], o);
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) qns += sqrt_bound(sq[rr]);
   }
   __syncthreads();
+  st.mark(2);
   // Q's A fragments: held in 32 registers for the whole split, or loaded again from shared memory
   // per tile where holding them made the protected kernel spill (d=128, and 8 rows at d=64): 2-4 %
   // faster there, 1-2 % slower at d=64 with 2-4 rows (NOTES_attention.md, run 56c).
@@ -1157,7 +1195,62 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
   const int qi = row_ok ? rows.query(g, R) : 0;
   const int64_t mrow =
       row_ok && p.mask != nullptr ? b * p.m_sb + rows.head(g, R, hk) * p.m_sh + (int64_t)qi * p.m_sq : 0;
-  auto tile_pass = [&](const T* sK, int t, const float (&m_old)[R], bool inject) -> TcPass<R> {
+  // V's row sums sum_c V_jc and sum_c |V_jc| on the tensor cores, the keys as the M dimension: V's
+  // rows (an A operand, as K's are for K K^T) times ones, so that lane (g, t) receives keys g and
+  // 8 + g: 16 MMAs a tile at d=128 (ones times V's rows, keys as N, took 32 for the same sums).
+  auto v_sums = [&](uint32_t vb, float (&vs)[4], float (&va)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) vs[e] = va[e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t bv[4];
+      ldsm_x4(bv, vb + (kv_off ^ (ks << 5)));
+      uint32_t av[4] = {bv[0], bv[2], bv[1], bv[3]};
+      Elem<T>::mma(vs, av, Elem<T>::kOnes, Elem<T>::kOnes);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] &= 0x7fff7fffu;  // |V| (both 16-bit formats)
+      Elem<T>::mma(va, av, Elem<T>::kOnes, Elem<T>::kOnes);
+    }
+  };
+  // The unified check of a tile pass, per key summed over the rows: log2 P - bias + max where P is
+  // alive (= c2 s up to EXP's error), c2 s where it is dead (P must be 0), minus c2 s^c (the checksum
+  // rows): zero within EXP's tolerance and GEMM-I's bound. Unified: GEMM-I, the scale-and-mask FMA
+  // and EXP at once. Run after the tile's products are issued: nothing the loop goes on with waits
+  // for its shuffle chains.
+  auto exp_checks = [&](TcPass<R>& tp) {
+    const float mg = pick(tp.m, g, 0.f);
+    float u[2][2], tl[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        // (selects, not branches: both sides are a few instructions)
+        const float x = tp.st[n][e] - mg, raw = c2 * tp.s[n][e];
+        const bool alive = x >= kDead2;
+        tp.bad |= real && !alive && tp.P[n][e] != 0.f;  // dead or masked: exactly 0 unless hit
+        float uu = alive ? lg2(tp.P[n][e]) - tp.bias[n][e] + mg : raw;
+        float tt = alive ? 1.f + fabsf(x) + fabsf(tp.st[n][e]) + fabsf(tp.bias[n][e]) : 1.f + fabsf(raw);
+        uu = real ? uu : 0.f, tt = real ? tt : 0.f;
+        u[n][e] = fmaf(g < 3 ? -c2 : 0.f, tp.s[n][2 + e], uu), tl[n][e] = tt;
+      }
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1)  // (the keys' shuffle chains side by side)
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          u[n][e] += __shfl_xor_sync(kFull, u[n][e], o);
+          tl[n][e] += __shfl_xor_sync(kFull, tl[n][e], o);
+        }
+    const int e = g & 1;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const float gthr = sqrt_bound(tp.kk[n]) * fmaf(p.c_gemm, qns, 0x1p-24f * D);
+      const float uv = e ? u[n][1] : u[n][0], tv = e ? tl[n][1] : tl[n][0];
+      tp.bad |= tq == g >> 1 && !(fabsf(uv) <= fmaf(kTolExp, tv, c2 * gthr));
+    }
+  };
+  auto tile_pass = [&](const T* sK, const T* sV, int t, const float (&m_old)[R], bool inject) -> TcPass<R> {
     TcPass<R> tp;
     float kq[2][4];  // K K^T blocks: the diagonal is ||k||^2
 #pragma unroll
@@ -1176,16 +1269,22 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         if constexpr (!kQaReload) qk[i] = qa[ks][i];
       Elem<T>::mma(tp.s[0], qk, bk[0], bk[1]);
       Elem<T>::mma(tp.s[1], qk, bk[2], bk[3]);
-      if constexpr (kProtect) {
+      if constexpr (kProtect && !(kAbl & 1)) {
         const uint32_t ak[4] = {bk[0], bk[2], bk[1], bk[3]};  // the same 16 keys as an A operand
         Elem<T>::mma(kq[0], ak, bk[0], bk[1]);
         Elem<T>::mma(kq[1], ak, bk[2], bk[3]);
       }
     }
+    // (V's sums go out under the scores' latency: they wait on nothing the pass computes)
+    if constexpr (kProtect && !(kAbl & 2)) v_sums(smem_u32(sV), tp.vs, tp.va);
+    if constexpr (kProtect && (kAbl & 2))
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tp.vs[e] = 0.f, tp.va[e] = 0x1p60f;
     if (kProtect && inject) corrupt_keys(kScore, t, tp.s);
 
     // Live keys, mask and scale: the log2-domain arguments of row g.
-    float st[2][2], bias[2][2];
+    auto& st = tp.st;
+    auto& bias = tp.bias;
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -1250,38 +1349,10 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
       }
     if constexpr (kProtect) {
       if (inject) corrupt_keys(kExp, t, tp.P);
-      // Per key, summed over the rows: log2 P - bias + max where P is alive (= c2 s up to EXP's
-      // error), c2 s where it is dead (P must be 0), minus c2 s^c (the checksum rows): zero within
-      // EXP's tolerance and GEMM-I's bound. Unified: GEMM-I, the scale-and-mask FMA and EXP at once.
-      float u[2][2], tl[2][2];
-#pragma unroll
-      for (int n = 0; n < 2; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          // (selects, not branches: both sides are a few instructions)
-          const float x = st[n][e] - mg, raw = c2 * tp.s[n][e];
-          const bool alive = x >= kDead2;
-          tp.bad |= real && !alive && tp.P[n][e] != 0.f;  // dead or masked: exactly 0 unless hit
-          float uu = alive ? lg2(tp.P[n][e]) - bias[n][e] + mg : raw;
-          float tt = alive ? 1.f + fabsf(x) + fabsf(st[n][e]) + fabsf(bias[n][e]) : 1.f + fabsf(raw);
-          uu = real ? uu : 0.f, tt = real ? tt : 0.f;
-          uu = fmaf(g < 3 ? -c2 : 0.f, tp.s[n][2 + e], uu);
-#pragma unroll
-          for (int o = 4; o < 32; o <<= 1) {
-            uu += __shfl_xor_sync(kFull, uu, o);
-            tt += __shfl_xor_sync(kFull, tt, o);
-          }
-          u[n][e] = uu, tl[n][e] = tt;
-        }
       // Lane (g, g / 2) holds ||k||^2 of keys g and 8 + g on the diagonals: it judges them.
-      const int e = g & 1;
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const float kk = e ? kq[n][2 * n + 1] : kq[n][2 * n];
-        const float gthr = sqrtf(kk) * fmaf(p.c_gemm, qns, 0x1p-24f * D);
-        const float uv = e ? u[n][1] : u[n][0], tv = e ? tl[n][1] : tl[n][0];
-        tp.bad |= tq == g >> 1 && !(fabsf(uv) <= fmaf(kTolExp, tv, c2 * gthr));
-      }
+      for (int n = 0; n < 2; ++n) tp.kk[n] = kAbl & 1 ? INFINITY : g & 1 ? kq[n][2 * n + 1] : kq[n][2 * n];
+      if constexpr (kChecksEarly) exp_checks(tp);
     }
     return tp;
   };
@@ -1319,14 +1390,15 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         if (nx < nt) load_tile(t_begin + nx, nx % C::kStages);
         cp_async_commit();
       }
+      if (first && it < 2) st.mark(3 + 3 * it);
       const T* sK = ring + (it % C::kStages) * 2 * C::kTile;
       const T* sV = sK + C::kTile;
       const bool inject = kInj && first && cta_inj;
 
       // A failed tile check is acted on at the end of the split (the split is recomputed): no
       // CTA-wide vote per tile, so the checks stay off the loop's critical path.
-      const TcPass<R> tp = tile_pass(sK, t, m_old, inject);
-      split_bad |= tp.bad;
+      TcPass<R> tp = tile_pass(sK, sV, t, m_old, inject);
+      if (first && it == 0) st.mark(4);
       nf_rows |= tp.nf;
       if constexpr (kProtect) {
         const auto u = [](float x) { return __float_as_uint(x); };
@@ -1397,32 +1469,21 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
         Elem<T>::mma(o[mt], av, bp[0], bp[1]);
       }
       if constexpr (kProtect) {
-        // V's row sums sum_c V_jc and sum_c |V_jc| on the tensor cores: ones (A) times V's rows as
-        // the B operand (loaded as K's are), so that lane (g, t) receives keys 2t, 2t + 1 (n-tile 0)
-        // and 8 + 2t, 9 + 2t (n-tile 1): the columns of its row of the checksum m-tile.
-        float vs[2][4], va[2][4];
+        // This lane's row of the checksum m-tile: V^c in three parts (rows 0-2), sum |V| (3), ones
+        // (4), over its keys 2t, 2t + 1, 8 + 2t, 9 + 2t (the A columns), whose sums lanes 8t and
+        // 8t + 4 received (keys 2t and 2t + 1, with 8 + 2t and 9 + 2t).
+        float vsum[4], vabsum[4];
 #pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) vs[n][e] = va[n][e] = 0.f;
-        const uint32_t ones[4] = {Elem<T>::kOnes, Elem<T>::kOnes, Elem<T>::kOnes, Elem<T>::kOnes};
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          uint32_t bv[4];
-          ldsm_x4(bv, vb + (kv_off ^ (ks << 5)));
-          Elem<T>::mma(vs[0], ones, bv[0], bv[1]);
-          Elem<T>::mma(vs[1], ones, bv[2], bv[3]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) bv[i] &= 0x7fff7fffu;  // |V| (both 16-bit formats)
-          Elem<T>::mma(va[0], ones, bv[0], bv[1]);
-          Elem<T>::mma(va[1], ones, bv[2], bv[3]);
+        for (int i = 0; i < 4; ++i) {
+          const int from = 8 * tq + 4 * (i & 1);
+          vsum[i] = __shfl_sync(kFull, tp.vs[i & 2], from);
+          vabsum[i] = __shfl_sync(kFull, tp.va[i & 2], from);
         }
-        // This lane's row of the checksum m-tile: V^c in three parts (rows 0-2), sum |V| (3), ones (4).
         float x[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const float c = vs[i >> 1][i & 1] * kVcDown;
-          const float vabs = va[i >> 1][i & 1];
+          const float c = vsum[i] * kVcDown;
+          const float vabs = vabsum[i];
           const float hi = Elem<T>::to_f(Elem<T>::from_f(c));
           const float mid = Elem<T>::to_f(Elem<T>::from_f(c - hi));
           x[i] = g == 0 ? hi : g == 1 ? mid : g == 2 ? c - hi - mid : g == 3 ? vabs * kVcDown * (1.f + 0x1p-7f)
@@ -1436,7 +1497,11 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
           });
       }
       inject_o(kPV);
+      if constexpr (kProtect && !kChecksEarly && !(kAbl & 4)) exp_checks(tp);
+      split_bad |= tp.bad;
+      if (first && it < 2) st.mark(5 + 2 * it);
     }
+    if (first) st.mark(8);
     cp_async_wait<0>();
     __syncthreads();  // the ring is free: it holds the warps' O for the exchange
 
@@ -1474,9 +1539,14 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
     block_sum<C::kRed>(red, sRed);
     nf_rows = cta_or(nf_rows, sInt + 4);  // rows with a non-finite score anywhere in the CTA
     const int keys = min(t_end * kBlockN, p.Sk) - t_begin * kBlockN;
-    if (!end.attempt_done(p, rows, first, red, m_old, nf_rows, keys, /*exact_l=*/false, split_bad, dig, sFirst, sRed)) break;
+    if (first) st.mark(9);
+    const bool again =
+        end.attempt_done(p, rows, first, red, m_old, nf_rows, keys, /*exact_l=*/false, split_bad, dig, sFirst, sRed);
+    if (first) st.mark(10);
+    if (!again) break;
   }
   end.write_partial(p, m_old, nf_rows);
+  st.mark(11);
 }
 
 template <typename T, int D, bool kProtect, int R>

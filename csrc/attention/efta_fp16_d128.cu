@@ -1,4 +1,5 @@
 // Instantiations for fp16, head dim 128 (one file per variant so ninja builds them in parallel).
+#ifndef EFTA_DECODE_ONLY  // (a measurement build of the decode kernel alone: efta_api.cu)
 #include "efta_api.cuh"
 #include "efta_kernel.cuh"
 
@@ -8,3 +9,4 @@ cudaError_t launch_fp16_128(const Params& p, bool protect, int /*mt: always 1 at
 }
 cudaError_t prepass_fp16_128(const Params& p, cudaStream_t s) { return launch_prepass<__half, 128>(p, s); }
 }  // namespace efta
+#endif

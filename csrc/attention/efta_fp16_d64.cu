@@ -1,4 +1,5 @@
 // Instantiations for fp16, head dim 64 (one file per variant so ninja builds them in parallel).
+#ifndef EFTA_DECODE_ONLY  // (a measurement build of the decode kernel alone: efta_api.cu)
 #include "efta_api.cuh"
 #include "efta_kernel.cuh"
 
@@ -9,3 +10,4 @@ cudaError_t launch_fp16_64(const Params& p, bool protect, int mt, cudaStream_t s
 }
 cudaError_t prepass_fp16_64(const Params& p, cudaStream_t s) { return launch_prepass<__half, 64>(p, s); }
 }  // namespace efta
+#endif

@@ -29,7 +29,7 @@
 // kernel's end; it waits for that kernel before its first global memory access.
 #include "ft_common.cuh"
 #include "ft_host.cuh"
-#include "stream_stamps.cuh"
+#include "phase_stamps.cuh"
 #include "thread_abft.cuh"
 
 namespace ftg {
@@ -111,7 +111,12 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
   float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][MT][PART]
   constexpr int THREADS = 32 * NW, ROWS = 16 * MT, P4 = MT * PART / 4;  // P4: float4s of a partial
-  stamps::Stamper st;  // phase timestamps (diagnostic build only)
+  // Phase timestamps (diagnostic build only): 0 entry, 1 set-up done, 2 first chunk computed (depth
+  // 1 only: a stamp inside the rolling loop makes it spill), 3 loop end (warp 0), 4 all warps' loops
+  // done, 5 cluster wait, 6 warp partials combined (a non-leader has pushed them and exits), 7 leader:
+  // the pushed partials landed, 8 cluster partials combined, 9 checked, 10 corrected, 11 stored and
+  // reported.
+  phase_stamps::Stamper st;
   st.begin();
 
   // The warp index through a shuffle: warp-uniform to the compiler, so the k-loop (its trip count
@@ -398,9 +403,9 @@ extern "C" int ft_gemm_stream_max_clusters(int warps, int mtile, int split) {
   return warps == 16 ? max_clusters<16, 1>(split) : warps == 8 ? max_clusters<8, 1>(split) : -1;
 }
 
-#ifdef FTG_STREAM_STAMPS
-// Diagnostic build: copies up to `cap` phase records (ftg::stamps::Rec) of the launches since the
+#ifdef PHASE_STAMPS
+// Diagnostic build: copies up to `cap` phase records (phase_stamps::Rec) of the launches since the
 // last call into `out` and starts over; returns how many CTAs recorded (may exceed cap).
-extern "C" int ft_gemm_stream_stamps(void* out, int cap) { return ftg::stamps::copy_records(out, cap); }
-extern "C" int ft_gemm_stream_stamp_size() { return (int)sizeof(ftg::stamps::Rec); }
+extern "C" int ft_gemm_stream_stamps(void* out, int cap) { return phase_stamps::copy_records(out, cap); }
+extern "C" int ft_gemm_stream_stamp_size() { return (int)sizeof(phase_stamps::Rec); }
 #endif

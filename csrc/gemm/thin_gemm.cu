@@ -19,7 +19,7 @@
 
 #include "ft_common.cuh"
 #include "ft_host.cuh"
-#include "stream_stamps.cuh"
+#include "phase_stamps.cuh"
 #include "wgmma_ops.cuh"
 
 // Diagnostics only (benchmarks/ablate_thin.sh): bits that drop parts of the protection to time
@@ -70,7 +70,7 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int P_BYTES = BW * PP * 4;
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
-// Phase timestamps (diagnostic build, -DFTG_STREAM_STAMPS; benchmarks/thin_phases.py), recorded by
+// Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
 // the producer thread (P) or the first consumer thread (C): 0 entry, 1 set-up done (P), 2 the
 // x-side pass waited for (P), 3 every load issued (P), 4 the first stage landed (C), 5 its loop done
 // (C), 6 every loop done (P), 7 partial tiles published (P), 8 its rows reduced and staged (P),
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
 
-  stamps::SlotStamper stamp;
+  phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
@@ -638,7 +638,7 @@ extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int sp
   return protect ? max_clusters<128, true>(stages, split) : max_clusters<128, false>(stages, split);
 }
 
-#ifdef FTG_STREAM_STAMPS
+#ifdef PHASE_STAMPS
 // Diagnostic build: the thin kernel's phase records (this file's own), as ft_gemm_stream_stamps.
-extern "C" int ft_gemm_thin_stamps(void* out, int cap) { return ftg::stamps::copy_records(out, cap); }
+extern "C" int ft_gemm_thin_stamps(void* out, int cap) { return phase_stamps::copy_records(out, cap); }
 #endif

@@ -2,8 +2,8 @@
 on Hopper's wgmma + TMA (efta_sm90.cuh; the default where TMA can describe q, k, v) or on mma.sync
 (efta_kernel.cuh; the fallback). Both carry the same protection code. Calls with at most
 DECODE_MAX_ROWS query rows per KV head (decode steps) run a split-KV kernel instead (efta_decode.cuh:
-its splits on tensor cores, or on the FMA pipes where decode_impl says), whose protection has the
-same stages rebuilt for its layout.
+its splits on tensor cores, or on the FMA pipes where FTCOMPILE_DECODE_IMPL=fma asks), whose
+protection has the same stages rebuilt for its layout.
 
 ``supports(q, k, v, attn_mask, scale, enable_gqa)`` says whether the kernel takes a call (sm_90 GPU,
 fp16/bf16, head dims up to 128 (64 and 128 natively, smaller ones zero-padded to the next:
@@ -243,23 +243,16 @@ def decode_preferred(hq: int, hk: int, sq: int) -> bool:
     return sq * (hq // hk) <= DECODE_MAX_ROWS
 
 
-# Key tiles per call (B x Hk x tiles) up to which "auto" keeps the FMA split kernel at head dim 64
-# with 2 rows per CTA (decode_impl).
-DECODE_FMA_MAX_TILES = 2048
-
-
-def decode_impl(head_dim: int, rows_per_cta: int, tiles: int) -> str:
-    """The decode kernel's split kernel for "auto" (DECODE_IMPL) on a call of ``tiles`` key tiles in
-    all (B x Hk x tiles per KV head): the tensor-core one, but at head dim 64 with 2 rows per CTA
-    (multi-head attention at one or two query rows, GPT-2's decode step) up to DECODE_FMA_MAX_TILES,
-    where run 56c (H200, NOTES_attention.md session 50) measured the FMA one level or 0.4-0.9 us
-    faster protected (12 x 64 heads: batch 1 at 1K-4K keys, batch 8 at 1K); past it the tensor-core
-    one ran 9-15 % faster (batch 1 at 16K keys, batch 8 from 4K)."""
+def decode_impl() -> str:
+    """The decode kernel's split kernel (DECODE_IMPL): "auto" is the tensor-core one, level with the
+    FMA one or faster on every decode shape since run 57c (H200, NOTES_attention.md session 51: 12 x
+    64 heads, 2 rows per CTA, where the FMA one had been 0.4-0.9 us faster, now 0.2 us slower to 1.1
+    us faster, and 20-25 % slower from 4K keys on at batch 8); "fma" runs the FMA one."""
     if DECODE_IMPL in _DECODE_IMPLS:
         return DECODE_IMPL
     if DECODE_IMPL != "auto":
         raise ValueError(f"FTCOMPILE_DECODE_IMPL={DECODE_IMPL!r}: expected 'auto', 'tc' or 'fma'")
-    return "fma" if head_dim == 64 and rows_per_cta == 2 and tiles <= DECODE_FMA_MAX_TILES else "tc"
+    return "tc"
 
 
 @functools.lru_cache(maxsize=4096)  # (a decode step's key count, hence its plan, moves every call)
@@ -532,7 +525,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Option
             visit = min(n_tiles, math.ceil(Sq / BLOCK_N))
         a.dec_rows, _, a.dec_splits, a.dec_tps = decode_plan(B * Hk, rows, visit, _sm_count(device))
         a.dec_visit = visit
-        a.dec_impl = _DECODE_IMPLS[decode_impl(D, a.dec_rows, B * Hk * visit)]
+        a.dec_impl = _DECODE_IMPLS[decode_impl()]
     a.variant = 3 if decode else _VARIANTS[choice]
     mask_map = None
     if mask4 is not None:
@@ -693,7 +686,7 @@ def _plan_key(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id: int, he
     tensors' addresses (the current device too: _launch runs under q's)."""
     return (site_id, q.device, torch.cuda.current_device(), cuda.raw_stream(q.device),
             replay.layout_key(q), replay.layout_key(k), replay.layout_key(v), replay.layout_key(attn_mask),
-            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, DECODE_IMPL, DECODE_FMA_MAX_TILES,
+            bool(is_causal), scale, bool(enable_gqa), bool(heads_last), KERNEL, DECODE_IMPL,
             M_TILES_D64, _debug)
 
 
@@ -707,5 +700,5 @@ def _replay(q, k, v, attn_mask, is_causal, scale, enable_gqa, site_id, heads_las
     return launch(q, k, v, attn_mask)
 
 
-fastpath.watch_knobs(__name__, ("KERNEL", "DECODE_IMPL", "DECODE_FMA_MAX_TILES", "M_TILES_D64", "_debug"))
+fastpath.watch_knobs(__name__, ("KERNEL", "DECODE_IMPL", "M_TILES_D64", "_debug"))
 cuda.register("attention", supports, kernel, _replay)

@@ -1,21 +1,18 @@
-// Phase timestamps of the streaming and thin kernels: a diagnostic build only (-DFTG_STREAM_STAMPS,
-// made by benchmarks/stream_phases.py and thin_phases.py). Thread 0 of every CTA takes a ticket at
-// entry and records, per phase, the SM clock and the global timer into the ticket's slot; the host
-// reads the slots back with ft_gemm_stream_stamps (ft_gemm_thin_stamps). Tickets are handed out in
+// Phase timestamps of a kernel's CTAs: a diagnostic build only (-DPHASE_STAMPS, made by
+// benchmarks/stream_phases.py, thin_phases.py and decode_phases.py for the streaming, thin and decode
+// split kernels). Thread 0 of every CTA takes a ticket at entry and records, per phase, the SM clock
+// and the global timer into the ticket's slot; the host reads the slots back through the library's
+// own export (ft_gemm_stream_stamps, ft_gemm_thin_stamps, efta_decode_stamps). Tickets are handed out in
 // start order, and a launch's CTAs all start before the next launch's (even with programmatic
 // dependent launch, which waits for every CTA to have started), so ticket / ctas_per_launch is the
 // launch. Without the macro every hook is empty and the production kernel is unchanged.
 #pragma once
 #include <stdint.h>
 
-namespace ftg {
-namespace stamps {
+namespace phase_stamps {
 
-// The streaming kernel's phases (the thin kernel's: thin_gemm.cu, above Ctrl): 0 entry, 1 set-up
-// done, 2 first chunk computed (depth 1 only: a stamp inside the rolling loop makes it spill),
-// 3 loop end (warp 0), 4 all warps' loops done, 5 cluster wait, 6 warp partials combined (a
-// non-leader has pushed them and exits), 7 leader: the pushed partials landed, 8 cluster partials
-// combined, 9 checked, 10 corrected, 11 stored and reported.
+// Up to NPH phases per CTA, numbered by each kernel (the streaming kernel's: stream_gemm.cu at its
+// Stamper; the thin kernel's: thin_gemm.cu, above Ctrl; the decode split's: efta_decode.cuh).
 constexpr int NPH = 12;
 constexpr int CAP = 1 << 16;
 struct Rec {
@@ -24,7 +21,7 @@ struct Rec {
   uint64_t gt[NPH];      // global timer, ns
 };
 
-#ifdef FTG_STREAM_STAMPS
+#ifdef PHASE_STAMPS
 __device__ Rec g_rec[CAP];
 __device__ unsigned g_ticket;
 
@@ -92,7 +89,7 @@ struct SlotStamper {
 
 // Host side: copies up to `cap` records of the launches since the last call into `out` and starts
 // over; returns how many CTAs recorded (may exceed cap), or a negative CUDA error. (Each file that
-// includes this header has its own records: the kernels' ft_gemm_*_stamps call it.)
+// includes this header has its own records: the libraries' exports call it.)
 static inline int copy_records(void* out, int cap) {
   unsigned n = 0;
   if (cudaError_t e = cudaMemcpyFromSymbol(&n, g_ticket, sizeof n)) return -(int)e;
@@ -114,5 +111,4 @@ struct SlotStamper {
 };
 #endif
 
-}  // namespace stamps
-}  // namespace ftg
+}  // namespace phase_stamps

@@ -1,0 +1,127 @@
+"""Where a decode split CTA's time goes, per phase (the tensor-core split kernel, bf16).
+
+    python benchmarks/decode_phases.py [--out FILE.json] [--build-only]
+
+Builds the decode kernel with -DPHASE_STAMPS (csrc/common/phase_stamps.cuh; the phases are listed
+at the stamps in efta_decode.cuh) and -DEFTA_DECODE_ONLY (without the tile kernels), replays a CUDA
+graph of 10 decode calls per shape, protected and not, and reads the records back. Prints per shape
+and variant: us per call of this diagnostic build, per launch the spread of the CTAs' starts and the
+last CTA's end, and per phase the median (90th percentile) offset from each CTA's entry, in us
+(thread 0's SM clock: offsets within a CTA, not durations of other warps' work). Diagnostic only:
+each stamp costs ~0.07 us.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stream_phases import Rec, pct  # noqa: E402  (the record layout of phase_stamps.cuh)
+
+PHASES = ["Q stored", "q^c, norms", "tile 0 landed", "tile 0 pass", "tile 0 issued", "tile 1 landed",
+          "tile 1 issued", "loop done", "O summed", "end checks", "partial written"]
+# (batch, query heads, kv heads, query rows, keys, head dim): attention_ab.py's decode shapes, in part
+SHAPES = [(1, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 16384, 128), (8, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 1024, 128)]
+CALLS = 10
+
+
+def stamped_library():
+    """The diagnostic build, loaded as cuda_attention's library for this process."""
+    from ftcompile.ops import cuda_attention as ca
+    os.environ["FTCOMPILE_ATTN_LIB"] = ca.build("ftcompile_efta_stamps", ["-DPHASE_STAMPS", "-DEFTA_DECODE_ONLY"])
+    ca.library.cache_clear()
+    handle = ca.library()
+    if handle.efta_decode_stamp_size() != ctypes.sizeof(Rec):
+        raise RuntimeError("stamp record size mismatch")
+    handle.efta_decode_stamps.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return handle
+
+
+def read(handle, cap=1 << 16):
+    buf = (Rec * cap)()
+    n = handle.efta_decode_stamps(ctypes.addressof(buf), cap)
+    if n < 0:
+        raise RuntimeError(f"stamps: CUDA error {-n}")
+    return list(buf[:min(n, cap)]), n
+
+
+def analyse(recs, launches):
+    """Per launch (records in ticket order) and per phase (offset from each CTA's entry), ns."""
+    ctas = len(recs) // launches
+    last = len(PHASES)
+    ghz = statistics.median((r.clk[last] - r.clk[0]) / (r.gt[last] - r.gt[0]) for r in recs if r.gt[last] - r.gt[0] > 2000)
+    spread, last_end = [], []
+    for i in range(launches):
+        L = recs[i * ctas:(i + 1) * ctas]
+        t0 = min(r.gt[0] for r in L)
+        spread.append(max(r.gt[0] for r in L) - t0)
+        last_end.append(max(r.gt[last] for r in L) - t0)
+    offsets = {name: [(r.clk[i + 1] - r.clk[0]) / ghz for r in recs if r.clk[i + 1]] for i, name in enumerate(PHASES)}
+    return {"ghz": ghz, "ctas": ctas, "start_spread_ns": statistics.median(spread),
+            "last_end_ns": statistics.median(last_end),
+            "offset_ns": {k: {"p50": statistics.median(v), "p90": pct(v, 0.9)} for k, v in offsets.items() if v}}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--build-only", action="store_true")
+    args = ap.parse_args()
+    handle = stamped_library()
+    if args.build_only:
+        return
+    import ftcompile
+    from ftcompile.ops import cuda_attention as ca
+    from attention_shapes import _us
+
+    ca.DECODE_IMPL = "tc"
+    site = ftcompile.telemetry.site(ftcompile.register_site("decode_phases", "attention"))
+    rows = []
+    for b, hq, hk, sq, sk, d in SHAPES:
+        g = torch.Generator(device="cuda").manual_seed(sk + d)
+        q = torch.randn(b, hq, sq, d, generator=g, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(b, hk, sk, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        for name, kw in (("ft", {"site": site}), ("plain", {"protect": False})):
+            call = lambda: ca.attention(q, k, v, None, False, None, hq != hk, kernel="decode", **kw)  # noqa: E731
+            us = _us(call, 3)
+            graph = torch.cuda.CUDAGraph()
+            call()
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):
+                for _ in range(CALLS):
+                    call()
+            graph.replay()
+            torch.cuda.synchronize()
+            read(handle, 0)  # start over
+            graph.replay()
+            torch.cuda.synchronize()
+            recs, count = read(handle)
+            stats = analyse(recs, CALLS)
+            shape = f"B{b} {hq}/{hk}x{d} sq{sq} s{sk}"
+            rows.append({"shape": shape, "variant": name, "us": us, "records": count, **stats})
+            off = stats["offset_ns"]
+            print(f"{shape} {name}: {us:.1f} us/call (stamped build), {stats['ctas']} CTAs, {stats['ghz']:.2f} GHz; "
+                  f"starts spread {stats['start_spread_ns'] / 1e3:.2f}, last end {stats['last_end_ns'] / 1e3:.2f} us",
+                  flush=True)
+            prev = 0.0
+            parts = []
+            for k_, v_ in off.items():
+                parts.append(f"{k_} {v_['p50'] / 1e3:.2f}/{v_['p90'] / 1e3:.2f} (+{(v_['p50'] - prev) / 1e3:.2f})")
+                prev = v_["p50"]
+            print("    from entry, us p50/p90 (+ step of the p50): " + "; ".join(parts), flush=True)
+    assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
+    if args.out:
+        env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
+        Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
