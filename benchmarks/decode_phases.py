@@ -16,7 +16,6 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -24,7 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stream_phases import Rec, pct  # noqa: E402  (the record layout of phase_stamps.cuh)
+from stream_phases import Rec  # noqa: E402  (the record layout of phase_stamps.cuh)
+from thin_phases import analyse  # noqa: E402
 
 PHASES = ["Q stored", "q^c, norms", "tile 0 landed", "tile 0 pass", "tile 0 issued", "tile 1 landed",
           "tile 1 issued", "loop done", "O summed", "end checks", "partial written"]
@@ -53,23 +53,6 @@ def read(handle, cap=1 << 16):
     return list(buf[:min(n, cap)]), n
 
 
-def analyse(recs, launches):
-    """Per launch (records in ticket order) and per phase (offset from each CTA's entry), ns."""
-    ctas = len(recs) // launches
-    last = len(PHASES)
-    ghz = statistics.median((r.clk[last] - r.clk[0]) / (r.gt[last] - r.gt[0]) for r in recs if r.gt[last] - r.gt[0] > 2000)
-    spread, last_end = [], []
-    for i in range(launches):
-        L = recs[i * ctas:(i + 1) * ctas]
-        t0 = min(r.gt[0] for r in L)
-        spread.append(max(r.gt[0] for r in L) - t0)
-        last_end.append(max(r.gt[last] for r in L) - t0)
-    offsets = {name: [(r.clk[i + 1] - r.clk[0]) / ghz for r in recs if r.clk[i + 1]] for i, name in enumerate(PHASES)}
-    return {"ghz": ghz, "ctas": ctas, "start_spread_ns": statistics.median(spread),
-            "last_end_ns": statistics.median(last_end),
-            "offset_ns": {k: {"p50": statistics.median(v), "p90": pct(v, 0.9)} for k, v in offsets.items() if v}}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -81,6 +64,7 @@ def main():
     import ftcompile
     from ftcompile.ops import cuda_attention as ca
     from attention_shapes import _us
+    from decode_probe import graph_of
 
     ca.DECODE_IMPL = "tc"
     site = ftcompile.telemetry.site(ftcompile.register_site("decode_phases", "attention"))
@@ -92,19 +76,12 @@ def main():
         for name, kw in (("ft", {"site": site}), ("plain", {"protect": False})):
             call = lambda: ca.attention(q, k, v, None, False, None, hq != hk, kernel="decode", **kw)  # noqa: E731
             us = _us(call, 3)
-            graph = torch.cuda.CUDAGraph()
-            call()
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph):
-                for _ in range(CALLS):
-                    call()
-            graph.replay()
-            torch.cuda.synchronize()
+            graph = graph_of(call, CALLS)
             read(handle, 0)  # start over
             graph.replay()
             torch.cuda.synchronize()
             recs, count = read(handle)
-            stats = analyse(recs, CALLS)
+            stats = analyse(recs, CALLS, PHASES)
             shape = f"B{b} {hq}/{hk}x{d} sq{sq} s{sk}"
             rows.append({"shape": shape, "variant": name, "us": us, "records": count, **stats})
             off = stats["offset_ns"]

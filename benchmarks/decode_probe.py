@@ -23,9 +23,8 @@ from ftcompile.ops import cuda_attention as ca
 SHAPES = [(1, 32, 8, 1, 4096, 128), (1, 32, 8, 1, 16384, 128), (8, 32, 8, 1, 4096, 128)]
 
 
-def timeline(fn, calls: int = 10):
-    """(per kernel name: count per call and mean us, the span of one call in us) of fn replayed
-    in a CUDA graph of `calls` calls."""
+def graph_of(fn, calls: int = 10) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of `calls` calls of fn, replayed once (warm)."""
     graph = torch.cuda.CUDAGraph()
     fn()
     torch.cuda.synchronize()
@@ -34,6 +33,13 @@ def timeline(fn, calls: int = 10):
             fn()
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def timeline(fn, calls: int = 10):
+    """(per kernel name: count per call and mean us, the span of one call in us) of fn replayed
+    in a CUDA graph of `calls` calls."""
+    graph = graph_of(fn, calls)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         graph.replay()
         torch.cuda.synchronize()

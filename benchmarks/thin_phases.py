@@ -30,17 +30,19 @@ PHASES = ["set-up", "pass waited", "loads issued", "1st stage", "loop (C)", "all
           "rows", "checks", "fixes", "stored"]
 
 
-def analyse(recs, launches):
-    """Per launch (records in ticket order) and per phase (offset from each CTA's entry), ns."""
+def analyse(recs, launches, phases=PHASES):
+    """Per launch (records in ticket order) and per phase (offset from each CTA's entry), ns; the
+    last of ``phases`` (after entry) is the CTA's end (decode_phases.py passes its own)."""
     ctas = len(recs) // launches
-    ghz = statistics.median((r.clk[11] - r.clk[0]) / (r.gt[11] - r.gt[0]) for r in recs if r.gt[11] - r.gt[0] > 2000)
+    last = len(phases)
+    ghz = statistics.median((r.clk[last] - r.clk[0]) / (r.gt[last] - r.gt[0]) for r in recs if r.gt[last] - r.gt[0] > 2000)
     spread, last_end = [], []
     for i in range(launches):
         L = recs[i * ctas:(i + 1) * ctas]
         t0 = min(r.gt[0] for r in L)
         spread.append(max(r.gt[0] for r in L) - t0)
-        last_end.append(max(r.gt[11] for r in L) - t0)
-    offsets = {name: [(r.clk[i + 1] - r.clk[0]) / ghz for r in recs if r.clk[i + 1]] for i, name in enumerate(PHASES)}
+        last_end.append(max(r.gt[last] for r in L) - t0)
+    offsets = {name: [(r.clk[i + 1] - r.clk[0]) / ghz for r in recs if r.clk[i + 1]] for i, name in enumerate(phases)}
     return {"ghz": ghz, "ctas": ctas, "start_spread_ns": statistics.median(spread),
             "last_end_ns": statistics.median(last_end),
             "offset_ns": {k: {"p50": statistics.median(v), "p90": pct(v, 0.9)} for k, v in offsets.items() if v}}
