@@ -185,6 +185,24 @@ struct SplitEnd {
   bool nf = false;      // non-finite inputs seen
   bool talarm = false;  // a tile check failed in the first attempt (the tensor-core kernel)
 
+  // The split's O from its key parts' partials in shared memory (sO[part][row][column]): this
+  // thread's elements into fin_o, their sums per row into red (the rest of red zeroed).
+  template <int kParts, int NR>
+  __device__ __forceinline__ void gather_o(const float* sO, float (&red)[NR]) {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int n = 0; n < NR; ++n) red[n] = 0.f;
+#pragma unroll
+    for (int k = 0; k < NE; ++k) {
+      const int e = tid + kThreads * k, r = e / D, c = e % D;
+      float x = 0.f;
+#pragma unroll
+      for (int q = 0; q < kParts; ++q) x += sO[(q * R + r) * D + c];
+      fin_o[k] = x;
+      add_at(red, r, x);
+    }
+  }
+
   // After an attempt: red holds the CTA's totals per row (sum_c O, l, l_mma, O^c, sum P|V|), m the row
   // maxima, nf_rows the rows with a non-finite score. exact_l: l must equal l_mma bit for bit (else
   // to kTolL). split_bad: a tile check of this thread failed (the split is rerun, whatever the
@@ -720,17 +738,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 3 : 2) decode_split_kernel(
     }
     __syncthreads();
     float red[C::kRed];  // per row: sum_c O, l, l_mma, O^c, sum P|V|
-#pragma unroll
-    for (int n = 0; n < C::kRed; ++n) red[n] = 0.f;
-#pragma unroll
-    for (int k = 0; k < C::kNE; ++k) {
-      const int e = tid + kThreads * k, r = e / D, c = e % D;
-      float x = 0.f;
-#pragma unroll
-      for (int q = 0; q < C::kKP; ++q) x += sO[(q * R + r) * D + c];
-      end.fin_o[k] = x;
-      add_at(red, r, x);
-    }
+    end.template gather_o<C::kKP>(sO, red);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if ((r & 1) != hh) continue;
@@ -1517,17 +1525,7 @@ __global__ void __launch_bounds__(kThreads, TcCfg<T, D, R>::kCtasPerSm) decode_t
       }
     __syncthreads();
     float red[C::kRed];  // per row: sum_c O, l, l_mma, O^c, sum P|V|
-#pragma unroll
-    for (int n = 0; n < C::kRed; ++n) red[n] = 0.f;
-#pragma unroll
-    for (int k = 0; k < C::kNE; ++k) {
-      const int e = tid + kThreads * k, r = e / D, c = e % D;
-      float x = 0.f;
-#pragma unroll
-      for (int q = 0; q < kWarps; ++q) x += sO[(q * R + r) * D + c];
-      end.fin_o[k] = x;
-      add_at(red, r, x);
-    }
+    end.template gather_o<kWarps>(sO, red);
     if (real) add_at(red, R + g, l_own);
     if constexpr (kProtect)
 #pragma unroll
