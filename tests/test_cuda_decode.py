@@ -210,8 +210,7 @@ def test_decode_random_faults_detected_and_corrected(d, fault, monkeypatch):
     q, k, v = _inputs(2, 16, 4, 2, 530, d, torch.bfloat16, gen)
     # the tensor-core split kernel checks l against the P the products read to 2^-12 (the FMA one bit
     # for bit): a smaller change of a consumed P may pass, moving the output by less than that
-    runs = ca.decode_impl()
-    unseen = None if runs == "fma" else 2.0 ** -12
+    unseen = None if ca.decode_impl() == "fma" else 2.0 ** -12
     checked = _random_faults_corrected(f"decode-rand-{d}", q, k, v, fault, p_mma_unseen=unseen)
     assert checked >= 12, checked
 
