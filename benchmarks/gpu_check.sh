@@ -6,7 +6,7 @@
 #                                                   [sweep] [global] [stream] [phases] [midm] [splitk] [tiles]
 #                                                   [tilesmidm] [globalref] [shapes] [decode]
 #                                                   [decodetests] [decodefma] [decodeab] [decodeprobe]
-#                                                   [decodephases]
+#                                                   [decodephases] [prefillphases] [prefillab]
 #   (default: tests models; gemmtests = the linear kernels' CUDA tests alone; host = host time per
 #    op call and GPT-2's forward without CUDA graphs (benchmarks/host_overhead.py); profile =
 #    selection="profile" on DLRM / Llama decode MLPs, gemm = the thread-scheme table of
@@ -25,8 +25,11 @@
 #    shapes, the tree against ATTN_AB_BASE (a source snapshot); decodeprobe = each decode kernel's time
 #    in a graph and the tensor-core split kernel's SASS (benchmarks/decode_probe.py); decodephases =
 #    where a tensor-core split CTA's time goes, from a diagnostic build with timestamps
-#    (benchmarks/decode_phases.py))
-# Calls whose parts are all decode* build no GEMM library, and their decode-only builds (the A/B's,
+#    (benchmarks/decode_phases.py); prefillphases = where a prefill CTA's time goes (the wgmma kernel
+#    on the paper's configurations, protected and not), from a diagnostic build with timestamps
+#    (benchmarks/prefill_phases.py); prefillab = attention_ab.py on the paper's configurations, the
+#    tree and its ATTN_AB_FLAGS variants against ATTN_AB_BASE (a source snapshot) if given)
+# Calls whose parts are all decode* or prefill* build no GEMM library; their own builds (the A/B's,
 # the timestamps') alongside the production one.
 # At most 6 files land in $OUT (the device tool returns 8); a short summary is printed last.
 set -u
@@ -53,16 +56,24 @@ stamp "build"
 # a build killed earlier on this machine leaves torch's lock, on which every later load waits forever
 find "$TORCH_EXTENSIONS_DIR" -name lock -delete 2>/dev/null
 : > "$OUT/build.log"
-decode_only=1
-for part in $parts; do case $part in decode*) ;; *) decode_only=0 ;; esac; done
-[ $decode_only = 0 ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
+no_gemm=1  # parts that need no GEMM library: the decode ones and the prefill ones
+for part in $parts; do case $part in decode*|prefill*) ;; *) no_gemm=0 ;; esac; done
+[ $no_gemm = 0 ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_gemm as c; print('gemm', c.build())" ) >> "$OUT/build.log" 2>&1 &
 case " $parts " in *" decodeab "*)
   ( ATTN_AB_SET=decode ATTN_AB_BUILD_ONLY=1 timeout 300 python3 benchmarks/attention_ab.py ) >> "$OUT/build.log" 2>&1 & ;;
 esac
 case " $parts " in *" decodephases "*)
   ( timeout 300 python3 benchmarks/decode_phases.py --build-only ) >> "$OUT/build.log" 2>&1 & ;;
 esac
-[ "$parts" != phases ] && ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 &
+case " $parts " in *" prefillphases "*)
+  ( timeout 300 python3 benchmarks/prefill_phases.py --build-only ) >> "$OUT/build.log" 2>&1 & ;;
+esac
+case " $parts " in *" prefillab "*)
+  ( ATTN_AB_BUILD_ONLY=1 timeout 300 python3 benchmarks/attention_ab.py ) >> "$OUT/build.log" 2>&1 & ;;
+esac
+case "$parts" in phases|prefillphases|prefillab) ;; *)  # (these load their own builds alone)
+  ( timeout 300 python3 -c "from ftcompile.ops import cuda_attention as a; a.library(); print('attention built')" ) >> "$OUT/build.log" 2>&1 & ;;
+esac
 ( timeout 300 python3 -c "from ftcompile.ops import fastpath; print('fastpath', fastpath.module())" ) >> "$OUT/build.log" 2>&1 &
 case " $parts " in *" phases "*)  # the diagnostic build too, alongside (stream_phases.py then finds it built)
   ( timeout 300 python3 -c "from ftcompile.ops import cuda; print('stamps', cuda.build_library('gemm', \
@@ -92,6 +103,10 @@ for part in $parts; do
               stamp "decode ab rc=$?" ;;
     decodephases) timeout 150 python3 benchmarks/decode_phases.py --out "$OUT/decode_phases.json" > "$OUT/decode_phases.txt" 2>&1
                   stamp "decode phases rc=$?" ;;
+    prefillab) timeout 480 python3 benchmarks/attention_ab.py > "$OUT/prefill_ab.txt" 2>&1
+               stamp "prefill A/B rc=$?" ;;
+    prefillphases) timeout 200 python3 benchmarks/prefill_phases.py --out "$OUT/prefill_phases.json" > "$OUT/prefill_phases.txt" 2>&1
+                   stamp "prefill phases rc=$?" ;;
     decodeprobe) timeout 150 python3 benchmarks/decode_probe.py --sass "$OUT" > "$OUT/decode_probe.txt" 2>&1
                  stamp "decode probe rc=$?" ;;
     shapes) for set in headdims decode; do
@@ -161,3 +176,5 @@ done
 [ -f "$OUT/decode_ab.txt" ] && grep -E "^\||DIGESTS|Error|error" "$OUT/decode_ab.txt" | tail -24
 [ -f "$OUT/decode_probe.txt" ] && cat "$OUT/decode_probe.txt" | cut -c1-400
 [ -f "$OUT/decode_phases.txt" ] && grep -vE "^\s*$|Warning|warn" "$OUT/decode_phases.txt" | cut -c1-600 | tail -20
+[ -f "$OUT/prefill_phases.txt" ] && grep -vE "^\s*$|Warning|warn" "$OUT/prefill_phases.txt" | cut -c1-700 | tail -30
+[ -f "$OUT/prefill_ab.txt" ] && grep -E "^\||DIGESTS|Error|error" "$OUT/prefill_ab.txt" | tail -30

@@ -23,6 +23,7 @@
 #pragma once
 #include "efta_api.cuh"
 #include "efta_kernel.cuh"
+#include "phase_stamps.cuh"
 #include "wgmma_ops.cuh"
 
 namespace efta {
@@ -361,6 +362,13 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 #ifndef EFTA_PAD
 #define EFTA_PAD 1
 #endif
+// Q's TMA is issued by the thread that initialises the barriers, before the CTA's first barrier and
+// the role split: Q lands ~0.3 us sooner (runs 59b-c). -DEFTA_Q_EARLY=0: by the producer after them,
+// as before, for the A/B.
+#ifndef EFTA_Q_EARLY
+#define EFTA_Q_EARLY 1
+#endif
+
 template <typename T, int D, bool kProtect, bool kPad>
 __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     attn_fwd_sm90(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,
@@ -382,6 +390,14 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   ring.kfull = bars + 1;
   ring.vfull = ring.kfull + S;
   ring.empty = ring.vfull + S;
+  // Phase timestamps (diagnostic build only, benchmarks/prefill_phases.py): 0 entry, 1 set-up done,
+  // 2 Q issued, 3 the prepass waited (protected), 4 the first attempt's loads issued (thread 0, the
+  // producer); 5 Q landed, 6 ready to consume (||q||, the prepass waited), 7 tile loop done, 8 block
+  // finished (normalised, checked, stored), 9 the attempts done (the vote passed), 10 end (thread 128:
+  // the first consumer warpgroup). The slot: the last of the 64 barrier words (13 are barriers).
+  phase_stamps::SlotStamper stamp;
+  stamp.begin(reinterpret_cast<unsigned*>(bars + 63));
+  constexpr int kStampC = 128;
 
   // The warpgroup index through a shuffle: the compiler then knows it is warp-uniform, and keeps
   // what derives from it (shared-memory addresses, wgmma descriptors) in uniform registers.
@@ -400,8 +416,14 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       mbar_init(&ring.empty[s], 4 * kCons);  // one arrival per consumer warp
     }
     fence_barrier_init();
+    if constexpr (EFTA_Q_EARLY) {
+      mbar_expect_tx(qfull, L::kQ);
+#pragma unroll
+      for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
+    }
   }
   __syncthreads();
+  stamp.mark(1);
 
   const int64_t tile_base = (int64_t)(b * p.Hk + hk) * p.n_tiles;
   // The two roles share no code after their setmaxnreg (ptxas then gives each its own register
@@ -420,10 +442,14 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
         if (first) {
           tma_prefetch_desc(&tmK);
           tma_prefetch_desc(&tmV);
-          mbar_expect_tx(qfull, L::kQ);
+          if constexpr (!EFTA_Q_EARLY) {
+            mbar_expect_tx(qfull, L::kQ);
 #pragma unroll
-          for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
+            for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
+          }
+          stamp.mark(2);
           if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
+          stamp.mark(3);
         }
         for (int t = t0; t < n_cta; ++t) {
           const int pos = pos0 + t - t0, slot = pos % S;
@@ -444,6 +470,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           if constexpr (L::kCols)
             tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
         }
+        if (first) stamp.mark(4);
       }
       __syncwarp();
       if constexpr (!kProtect) break;
@@ -470,6 +497,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     State<D, 1> st;
     st.reset();
     if (first) mbar_wait(qfull, 0);
+    if (first) stamp.mark(5, kStampC);
     const uint32_t sq = smem_u32(sQ) + c * 64 * 128;
     if constexpr (kProtect) {
       // The GEMM-I threshold factor of the lane's two rows (State::qtol: ||q||, from the swizzled Q
@@ -506,12 +534,14 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     else mfrom = masked_from(p, b, h, row0);
     mfrom = __shfl_sync(kFull, mfrom, 0);
     mto = __shfl_sync(kFull, mto, 0);
+    if (first) stamp.mark(6, kStampC);
     if (kProtect && first && injected)
       consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                         alarm_t);
     else
       consume<T, D, kProtect, false>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                      alarm_t);
+    if (first) stamp.mark(7, kStampC);
     // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
     for (int t = kPad ? max(n, t0) : n; t < n_cta; ++t) {
       const int slot = (pos0 + t - t0) % S;
@@ -525,7 +555,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     // A warp whose tile alarmed holds data the block's recomputation replaces: its end checks judge
     // nothing on this attempt (they would count the same fault again).
     finish_block<T, D, kProtect, 1>(st, p, go, row0, lane, first, redo, rerun, nonfinite_in, alarm_t >= 0);
-      if constexpr (!kProtect) break;
+    if (first) stamp.mark(8, kStampC);
+    if constexpr (!kProtect) break;
     // A second pass of the whole block (no injection, no counts): the correction of a failed final
     // check, and policy "recompute" after an uncorrectable fault.
     // (the vote through a shuffle: the compiler cannot tell that __syncthreads_or answers every
@@ -533,7 +564,9 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     // descriptors then left the uniform registers, ~50 more instructions per tile: NOTES_attention.md B5.)
     if (!first || !__shfl_sync(kFull, __syncthreads_or(rerun), 0)) break;
   }
+  stamp.mark(9, kStampC);
   if constexpr (kProtect) report_call(p, nonfinite_in);
+  stamp.mark(10, kStampC);
 }
 
 template <typename T, int D, bool kProtect, bool kPad>

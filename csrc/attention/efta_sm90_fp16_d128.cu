@@ -8,4 +8,9 @@ cudaError_t launch_sm90_fp16_128(const Params& p, const Maps& m, bool protect, c
   return protect ? h90::launch<__half, 128, true>(p, m, s) : h90::launch<__half, 128, false>(p, m, s);
 }
 }  // namespace efta
+
+#ifdef PHASE_STAMPS
+// Diagnostic build: this file's kernels' phase records (fp16, d=128; benchmarks/prefill_phases.py).
+extern "C" EFTA_API int efta_sm90_fp16_d128_stamps(void* out, int cap) { return phase_stamps::copy_records(out, cap); }
+#endif
 #endif

@@ -8,4 +8,9 @@ cudaError_t launch_sm90_fp16_64(const Params& p, const Maps& m, bool protect, cu
   return protect ? h90::launch<__half, 64, true>(p, m, s) : h90::launch<__half, 64, false>(p, m, s);
 }
 }  // namespace efta
+
+#ifdef PHASE_STAMPS
+// Diagnostic build: this file's kernels' phase records (fp16, d=64; benchmarks/prefill_phases.py).
+extern "C" EFTA_API int efta_sm90_fp16_d64_stamps(void* out, int cap) { return phase_stamps::copy_records(out, cap); }
+#endif
 #endif

@@ -1,0 +1,101 @@
+"""Where a prefill CTA's time goes, per phase (the wgmma kernel, fp16, the paper's configurations).
+
+    python benchmarks/prefill_phases.py [--out FILE.json] [--build-only]
+
+Builds the attention library with -DPHASE_STAMPS (csrc/common/phase_stamps.cuh; the phases are
+listed at the stamps in efta_sm90.cuh), replays a CUDA graph of a few calls per configuration,
+protected and not, and reads the wgmma kernel's records back. Prints per configuration and variant:
+us per call of this diagnostic build, per launch the spread of the CTAs' starts and the last CTA's
+end, and per phase the median (90th percentile) offset from each CTA's entry, in us (the SM clock:
+phases 1-4 are the producer thread's, 5-10 the first consumer thread's). The protected call's
+checksum prepass is a kernel of its own, unstamped: what it costs shows in the call's time and in
+the first wave's wait (phase 3). PREFILL_PHASES_FLAGS: more nvcc flags (a variant's build of its own
+name). Diagnostic only: each stamp costs ~0.07 us.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stream_phases import Rec  # noqa: E402  (the record layout of phase_stamps.cuh)
+from thin_phases import analyse  # noqa: E402
+
+PHASES = ["set-up", "Q issued", "prepass waited", "loads issued", "Q landed", "ready", "loop done",
+          "finished", "voted", "end"]
+# (heads, head dim, keys; batch = 16K tokens / keys): bench_attention.py's paper configurations, in part
+CONFIGS = [(16, 64, 512), (16, 64, 4096), (16, 64, 16384), (32, 128, 512), (32, 128, 4096), (32, 128, 16384)]
+CALLS = 3
+
+
+def stamped_library():
+    """The diagnostic build, loaded as cuda_attention's library for this process."""
+    from ftcompile.ops import cuda_attention as ca
+    flags = os.environ.get("PREFILL_PHASES_FLAGS", "").split()
+    name = "ftcompile_efta_prefill_stamps" + "".join("_" + f.lstrip("-D").replace("=", "") for f in flags)
+    os.environ["FTCOMPILE_ATTN_LIB"] = ca.build(name, ["-DPHASE_STAMPS", *flags])
+    ca.library.cache_clear()
+    handle = ca.library()
+    for d in (64, 128):
+        getattr(handle, f"efta_sm90_fp16_d{d}_stamps").argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return handle
+
+
+def read(handle, d, cap=1 << 16):
+    buf = (Rec * cap)()
+    n = getattr(handle, f"efta_sm90_fp16_d{d}_stamps")(ctypes.addressof(buf), cap)
+    if n < 0:
+        raise RuntimeError(f"stamps: CUDA error {-n}")
+    return list(buf[:min(n, cap)]), n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--build-only", action="store_true")
+    args = ap.parse_args()
+    handle = stamped_library()
+    if args.build_only:
+        return
+    import ftcompile
+    from ftcompile.ops import cuda_attention as ca
+    from attention_shapes import _us
+    from decode_probe import graph_of
+
+    site = ftcompile.telemetry.site(ftcompile.register_site("prefill_phases", "attention"))
+    rows = []
+    for h, d, s in CONFIGS:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(16384 // s, h, s, d, generator=g, device="cuda").half() for _ in range(3))
+        for name, kw in (("ft", {"site": site}), ("plain", {"protect": False})):
+            call = lambda: ca.attention(q, k, v, None, False, None, False, **kw)  # noqa: E731
+            us = _us(call, 3, calls=CALLS)
+            graph = graph_of(call, CALLS)
+            read(handle, d, 0)  # start over
+            graph.replay()
+            torch.cuda.synchronize()
+            recs, count = read(handle, d)
+            stats = analyse(recs, CALLS, PHASES)
+            config = f"{h}x{d} s{s}"
+            rows.append({"config": config, "variant": name, "us": us, "records": count, **stats})
+            off = stats["offset_ns"]
+            print(f"{config} {name}: {us:.1f} us/call (stamped build), {stats['ctas']} CTAs, {stats['ghz']:.2f} GHz; "
+                  f"starts spread {stats['start_spread_ns'] / 1e3:.2f}, last end {stats['last_end_ns'] / 1e3:.2f} us",
+                  flush=True)
+            parts = [f"{k_} {v_['p50'] / 1e3:.2f}/{v_['p90'] / 1e3:.2f}" for k_, v_ in off.items()]
+            print("    from entry, us p50/p90: " + "; ".join(parts), flush=True)
+    assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
+    if args.out:
+        env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
+        Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
