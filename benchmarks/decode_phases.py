@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stream_phases import Rec  # noqa: E402  (the record layout of phase_stamps.cuh)
+from stream_phases import Rec, read  # noqa: E402  (the record layout of phase_stamps.cuh)
 from thin_phases import analyse  # noqa: E402
 
 PHASES = ["Q stored", "q^c, norms", "tile 0 landed", "tile 0 pass", "tile 0 issued", "tile 1 landed",
@@ -45,12 +45,25 @@ def stamped_library():
     return handle
 
 
-def read(handle, cap=1 << 16):
-    buf = (Rec * cap)()
-    n = handle.efta_decode_stamps(ctypes.addressof(buf), cap)
-    if n < 0:
-        raise RuntimeError(f"stamps: CUDA error {-n}")
-    return list(buf[:min(n, cap)]), n
+def phase_row(shape, name, call, us, handle, export, calls, phases):
+    """One shape's records: a CUDA graph of `calls` calls replayed once, its CTAs' stamps read back
+    through the library's `export`, analysed and printed; returns the shape's JSON row."""
+    from decode_probe import graph_of
+    graph = graph_of(call, calls)
+    read(handle, 0, export=export)  # start over
+    graph.replay()
+    torch.cuda.synchronize()
+    recs, count = read(handle, export=export)
+    stats = analyse(recs, calls, phases)
+    print(f"{shape} {name}: {us:.1f} us/call (stamped build), {stats['ctas']} CTAs, {stats['ghz']:.2f} GHz; "
+          f"starts spread {stats['start_spread_ns'] / 1e3:.2f}, last end {stats['last_end_ns'] / 1e3:.2f} us",
+          flush=True)
+    prev, parts = 0.0, []
+    for k, v in stats["offset_ns"].items():
+        parts.append(f"{k} {v['p50'] / 1e3:.2f}/{v['p90'] / 1e3:.2f} (+{(v['p50'] - prev) / 1e3:.2f})")
+        prev = v["p50"]
+    print("    from entry, us p50/p90 (+ step of the p50): " + "; ".join(parts), flush=True)
+    return {"shape": shape, "variant": name, "us": us, "records": count, **stats}
 
 
 def main():
@@ -64,7 +77,6 @@ def main():
     import ftcompile
     from ftcompile.ops import cuda_attention as ca
     from attention_shapes import _us
-    from decode_probe import graph_of
 
     ca.DECODE_IMPL = "tc"
     site = ftcompile.telemetry.site(ftcompile.register_site("decode_phases", "attention"))
@@ -75,25 +87,8 @@ def main():
         k, v = (torch.randn(b, hk, sk, d, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         for name, kw in (("ft", {"site": site}), ("plain", {"protect": False})):
             call = lambda: ca.attention(q, k, v, None, False, None, hq != hk, kernel="decode", **kw)  # noqa: E731
-            us = _us(call, 3)
-            graph = graph_of(call, CALLS)
-            read(handle, 0)  # start over
-            graph.replay()
-            torch.cuda.synchronize()
-            recs, count = read(handle)
-            stats = analyse(recs, CALLS, PHASES)
-            shape = f"B{b} {hq}/{hk}x{d} sq{sq} s{sk}"
-            rows.append({"shape": shape, "variant": name, "us": us, "records": count, **stats})
-            off = stats["offset_ns"]
-            print(f"{shape} {name}: {us:.1f} us/call (stamped build), {stats['ctas']} CTAs, {stats['ghz']:.2f} GHz; "
-                  f"starts spread {stats['start_spread_ns'] / 1e3:.2f}, last end {stats['last_end_ns'] / 1e3:.2f} us",
-                  flush=True)
-            prev = 0.0
-            parts = []
-            for k_, v_ in off.items():
-                parts.append(f"{k_} {v_['p50'] / 1e3:.2f}/{v_['p90'] / 1e3:.2f} (+{(v_['p50'] - prev) / 1e3:.2f})")
-                prev = v_["p50"]
-            print("    from entry, us p50/p90 (+ step of the p50): " + "; ".join(parts), flush=True)
+            rows.append(phase_row(f"B{b} {hq}/{hk}x{d} sq{sq} s{sk}", name, call, _us(call, 3), handle,
+                                  "efta_decode_stamps", CALLS, PHASES))
     assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
     if args.out:
         env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}

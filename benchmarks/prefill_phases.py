@@ -6,10 +6,10 @@ Builds the attention library with -DPHASE_STAMPS (csrc/common/phase_stamps.cuh; 
 listed at the stamps in efta_sm90.cuh), replays a CUDA graph of a few calls per configuration,
 protected and not, and reads the wgmma kernel's records back. Prints per configuration and variant:
 us per call of this diagnostic build, per launch the spread of the CTAs' starts and the last CTA's
-end, and per phase the median (90th percentile) offset from each CTA's entry, in us (the SM clock:
-phases 1-4 are the producer thread's, 5-10 the first consumer thread's). The protected call's
-checksum prepass is a kernel of its own, unstamped: what it costs shows in the call's time and in
-the first wave's wait (phase 3). PREFILL_PHASES_FLAGS: more nvcc flags (a variant's build of its own
+end, and per phase the median (90th percentile) offset from each CTA's entry and the step of the
+median, in us (the SM clock: phases 1-4 are the producer thread's, 5-10 the first consumer
+thread's). The protected call's checksum prepass is a kernel of its own, unstamped: what it costs
+shows in the call's time and in the first wave's wait (phase 3). PREFILL_PHASES_FLAGS: more nvcc flags (a variant's build of its own
 name). Diagnostic only: each stamp costs ~0.07 us.
 """
 from __future__ import annotations
@@ -25,8 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stream_phases import Rec  # noqa: E402  (the record layout of phase_stamps.cuh)
-from thin_phases import analyse  # noqa: E402
+from decode_phases import phase_row  # noqa: E402
 
 PHASES = ["set-up", "Q issued", "prepass waited", "loads issued", "Q landed", "ready", "loop done",
           "finished", "voted", "end"]
@@ -48,14 +47,6 @@ def stamped_library():
     return handle
 
 
-def read(handle, d, cap=1 << 16):
-    buf = (Rec * cap)()
-    n = getattr(handle, f"efta_sm90_fp16_d{d}_stamps")(ctypes.addressof(buf), cap)
-    if n < 0:
-        raise RuntimeError(f"stamps: CUDA error {-n}")
-    return list(buf[:min(n, cap)]), n
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -67,7 +58,6 @@ def main():
     import ftcompile
     from ftcompile.ops import cuda_attention as ca
     from attention_shapes import _us
-    from decode_probe import graph_of
 
     site = ftcompile.telemetry.site(ftcompile.register_site("prefill_phases", "attention"))
     rows = []
@@ -76,21 +66,8 @@ def main():
         q, k, v = (torch.randn(16384 // s, h, s, d, generator=g, device="cuda").half() for _ in range(3))
         for name, kw in (("ft", {"site": site}), ("plain", {"protect": False})):
             call = lambda: ca.attention(q, k, v, None, False, None, False, **kw)  # noqa: E731
-            us = _us(call, 3, calls=CALLS)
-            graph = graph_of(call, CALLS)
-            read(handle, d, 0)  # start over
-            graph.replay()
-            torch.cuda.synchronize()
-            recs, count = read(handle, d)
-            stats = analyse(recs, CALLS, PHASES)
-            config = f"{h}x{d} s{s}"
-            rows.append({"config": config, "variant": name, "us": us, "records": count, **stats})
-            off = stats["offset_ns"]
-            print(f"{config} {name}: {us:.1f} us/call (stamped build), {stats['ctas']} CTAs, {stats['ghz']:.2f} GHz; "
-                  f"starts spread {stats['start_spread_ns'] / 1e3:.2f}, last end {stats['last_end_ns'] / 1e3:.2f} us",
-                  flush=True)
-            parts = [f"{k_} {v_['p50'] / 1e3:.2f}/{v_['p90'] / 1e3:.2f}" for k_, v_ in off.items()]
-            print("    from entry, us p50/p90: " + "; ".join(parts), flush=True)
+            rows.append(phase_row(f"{h}x{d} s{s}", name, call, _us(call, 3, calls=CALLS), handle,
+                                  f"efta_sm90_fp16_d{d}_stamps", CALLS, PHASES))
     assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
     if args.out:
         env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}

@@ -52,10 +52,11 @@ def stamped_library() -> ctypes.CDLL:
     return handle
 
 
-def read(handle, cap=1 << 16, kernel="stream"):
-    """The records since the last read (and how many CTAs recorded) of the kernel's own stamps."""
+def read(handle, cap=1 << 16, kernel="stream", export=None):
+    """The records since the last read (and how many CTAs recorded) of the kernel's own stamps
+    (export: the library's function that copies them, default the GEMM kernel's)."""
     buf = (Rec * cap)()
-    n = getattr(handle, f"ft_gemm_{kernel}_stamps")(ctypes.addressof(buf), cap)
+    n = getattr(handle, export or f"ft_gemm_{kernel}_stamps")(ctypes.addressof(buf), cap)
     if n < 0:
         raise RuntimeError(f"stamps: CUDA error {-n}")
     return list(buf[:min(n, cap)]), n
