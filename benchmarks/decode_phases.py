@@ -66,7 +66,9 @@ def phase_row(shape, name, call, us, handle, export, calls, phases):
     return {"shape": shape, "variant": name, "us": us, "records": count, **stats}
 
 
-def main():
+def run_probe(stamped_library, measure):
+    """A phase probe's frame: --build-only stops after the diagnostic build; otherwise measure(handle)
+    gives the rows (phase_row's), no call may have detected anything, and --out gets them as JSON."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--build-only", action="store_true")
@@ -74,6 +76,15 @@ def main():
     handle = stamped_library()
     if args.build_only:
         return
+    import ftcompile
+    rows = measure(handle)
+    assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
+    if args.out:
+        env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
+        Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+
+
+def measure(handle):
     import ftcompile
     from ftcompile.ops import cuda_attention as ca
     from attention_shapes import _us
@@ -89,11 +100,8 @@ def main():
             call = lambda: ca.attention(q, k, v, None, False, None, hq != hk, kernel="decode", **kw)  # noqa: E731
             rows.append(phase_row(f"B{b} {hq}/{hk}x{d} sq{sq} s{sk}", name, call, _us(call, 3), handle,
                                   "efta_decode_stamps", CALLS, PHASES))
-    assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
-    if args.out:
-        env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
-        Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    run_probe(stamped_library, measure)

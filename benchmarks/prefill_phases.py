@@ -14,9 +14,7 @@ name). Diagnostic only: each stamp costs ~0.07 us.
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from decode_phases import phase_row  # noqa: E402
+from decode_phases import phase_row, run_probe  # noqa: E402
 
 PHASES = ["set-up", "Q issued", "prepass waited", "loads issued", "Q landed", "ready", "loop done",
           "finished", "voted", "end"]
@@ -47,14 +45,7 @@ def stamped_library():
     return handle
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--build-only", action="store_true")
-    args = ap.parse_args()
-    handle = stamped_library()
-    if args.build_only:
-        return
+def measure(handle):
     import ftcompile
     from ftcompile.ops import cuda_attention as ca
     from attention_shapes import _us
@@ -68,11 +59,8 @@ def main():
             call = lambda: ca.attention(q, k, v, None, False, None, False, **kw)  # noqa: E731
             rows.append(phase_row(f"{h}x{d} s{s}", name, call, _us(call, 3, calls=CALLS), handle,
                                   f"efta_sm90_fp16_d{d}_stamps", CALLS, PHASES))
-    assert all(s["detected"] == 0 for s in ftcompile.stats().values()), ftcompile.stats()
-    if args.out:
-        env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda}
-        Path(args.out).write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    run_probe(stamped_library, measure)
