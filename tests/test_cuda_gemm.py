@@ -925,6 +925,54 @@ def test_global_tile_rows_past_the_warps_lists_are_uncorrectable():
 
 
 
+def _global_tile_index(row, col, tm_n, tn_n, bn, group_m=8):
+    """The persistent schedule's index of the tile holding (row, col) (global_gemm.cu, tile_coord:
+    groups of 8 M-tiles sweep the N-tiles together); CTA i of a grid of g takes i, i + g, ..."""
+    mt, nt = row // 128, col // bn
+    first_m = mt // group_m * group_m
+    return first_m * tn_n + nt * min(tm_n - first_m, group_m) + mt - first_m
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_global_tile_faults_before_a_ctas_last_tile_are_corrected_by_the_fixer(dtype):
+    """A CTA of the tile-local check hands the rows it flags before its last tile to its fixer warp
+    (WG0), which corrects them while the consumers go on; the last tile's rows stay with the
+    consumers. 384 tiles over the SMs: faults in first tiles (handed over), in a last tile (kept),
+    two in one handed-over row (uncorrectable; "recompute" repairs the row through the fixer)."""
+    name = f"cu-fixer-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    torch.manual_seed(3)
+    m, n, k, bn = 2048, 4608, 256, 192
+    x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+    run = lambda site_=s, **kw: cuda_gemm.run("linear_global", x, w, b, site_, bn=bn, check="tiles", split=1,
+                                              cluster=1, **kw)
+    clean = run()
+    sms, total = torch.cuda.get_device_properties(0).multi_processor_count, (m // 128) * (n // bn)
+    grid = min(sms, total)
+    handed, kept = [(5, 10), (700, 3000), (1030, 190)], (1900, 4500)
+    for r, c in handed:  # each lies in a tile its CTA takes before another
+        assert _global_tile_index(r, c, m // 128, n // bn, bn) + grid < total
+    assert _global_tile_index(*kept, m // 128, n // bn, bn) + grid >= total  # a CTA's last tile
+    specs = [FaultSpec(site=name, stage="output", index=i, value=v) for i, v in zip(handed, (3.0, -5.0, 40.0))]
+    specs.append(FaultSpec(site=name, stage="accumulator", index=kept, value=-2.0, k_step=2))
+    with inject(*specs):
+        y = run()
+    _assert_same_but_corrected(y, clean, dtype, recomputed=4)
+    st = _stats(name)
+    assert (st["detected"], st["corrected"], st["uncorrectable"]) == (4, 4, 0)
+    with inject(FaultSpec(site=name, stage="output", index=(5, 10), value=4.0, count=2)):
+        run()
+    st = _stats(name)
+    assert (st["detected"], st["corrected"], st["uncorrectable"]) == (5, 4, 1)
+    rs = ftcompile.telemetry.site(site(name + "-re", policy="recompute"))
+    with inject(FaultSpec(site=name + "-re", stage="output", index=(5, 10), value=4.0, count=2)):
+        y = run(rs)
+    _assert_same_but_corrected(y, clean, dtype, recomputed=bn)  # the tile row, recomputed
+    y = run()
+    assert torch.equal(y, clean) and _stats(name)["detected"] == 5  # and no false alarm after
+
+
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_global_tile_check_corrects_one_fault_per_tile(dtype):

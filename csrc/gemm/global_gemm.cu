@@ -27,8 +27,9 @@
 // per row from those fragments (FragRange): x is read from shared memory once (NOTES_gemm.md,
 // session 31). The epilogue compares each row's output sum over the tile with its checksum
 // against the V-ABFT threshold of BN terms, in registers: a flagged row is listed
-// in shared memory, and after its last tile the warp locates the fault by the weighted sum,
-// recomputes the element, rechecks and stores it (NOTES_gemm.md, runs 24-25).
+// in shared memory, and its fault located by the weighted sum, the element recomputed, rechecked
+// and stored (NOTES_gemm.md, runs 24-25) by WG0's idle warp 1 while the consumers go on, or, for
+// the CTA's last tile, by the warp after its tile loop (NOTES_gemm.md session 54).
 //
 // Groups (Args.groups): sibling weights over one x (q/k/v, gate/up) as one call, y's columns the
 // members' outputs side by side; each member read where it is through its own TMA descriptor
@@ -49,6 +50,11 @@
 // since run 20), proxies of a tile-local check (32-2048, runs 18a-c: commit 2052c06).
 #ifndef FTG_ABLATE
 #define FTG_ABLATE 0
+#endif
+// The tile-local check's fixer warp (fix_handed_over); 0 builds the consumers correcting every
+// flagged row after their tile loop, for the A/B (NOTES_gemm.md session 54).
+#ifndef FTG_FIXER
+#define FTG_FIXER 1
 #endif
 
 namespace ftg {
@@ -133,7 +139,8 @@ struct Smem {
     FixJob fix[FIX_CAP];           // flagged rows, corrected by the consumers after their last tile
     TileFix tfix[FIX_CAP];         // tile-local check: [consumer warp][FIX_WARP] flagged tile rows
   };
-  int fix_ready[FIX_CAP];          // slot written (release: verifier warp, acquire: consumer thread 0)
+  int fix_ready[FIX_CAP];          // slot written (release: verifier warp, acquire: consumer thread 0);
+                                   // tile-local check: kFixerRow / kOwnRow (release: the writing lane)
   int nfix;                        // rows flagged so far (slots taken atomically; past FIX_CAP: lost)
   int fix_done;                    // verifier warps past their loops (release adds)
   int fix_next;                    // consumer thread 0 -> the others: the slot to correct next, or -1
@@ -141,6 +148,7 @@ struct Smem {
   int pos[FIX_WARPS];              // the correction's located positions, per warp
   double red[FIX_WARPS];           // the correction's group sums, per warp
   int bad;                         // tile-local check: a row with non-finite inputs (reported once per CTA)
+  int fix_fin;                     // tile-local check: consumer warps past their tile loops (release adds)
 };
 // The ring and shared memory of a BN-wide tile. The 128-wide tile serves few-row (bandwidth-bound)
 // calls: its smaller stages leave room for 6, so more loads are in flight per SM (NOTES_gemm.md
@@ -592,12 +600,13 @@ __device__ bool fixup_row(const Args& a, const FixJob& j, int idx, Smem& sm) {
 }
 
 // Tile-local check: one flagged row of a tile, by its warp (every lane, the same arguments) after
-// the warp's last tile (rare path, out of line: its registers stay off the consumers' loop).
+// the warp's last tile, or by the fixer warp (FIXER: a copy of its own; rare path, out of line: its
+// registers stay off the consumers' loop).
 // The fault is located by the weighted sum (or, where the sum is not finite, as the tile row's
 // only non-finite stored element), the element recomputed and rechecked against what was stored
 // (allowing the stored value's rounding: its fp32 value is gone), then stored. True when
 // corrected; under policy recompute an uncorrectable tile row is recomputed whole.
-template <typename T>
+template <typename T, int FIXER>
 __device__ __noinline__ bool fix_tile_row(const Args& a, int b, int64_t m, int64_t n0, int cols, float c1, float s2,
                                           float c2, float d1, float thr, int lane) {
   const int64_t K = a.K;
@@ -741,25 +750,61 @@ __device__ bool verify_rows(const Args& args, const Ws& ws, int b, int mt, int l
   return __any_sync(0xffffffffu, invalid);
 }
 
-// Tile-local check, after the tile loop: the warp's flagged tile rows (n of them, the first
-// FIX_WARP in its list; the rest are uncorrectable) corrected one after another, counted by lane 0.
-// Correcting inside the tile loop (the loops and the call right after the tile's store) cost the
-// whole loop its uniform datapath: descriptors and barrier addresses in vector registers, R2UR
+// Tile-local check: a listed row (Smem::tfix) is corrected by its consumer warp after the tile
+// loop where it was flagged in the CTA's last unit (kOwnRow), otherwise by WG0's fixer warp while
+// the consumers go on (kFixerRow, fix_handed_over), so a fault found before a CTA's last tile no
+// longer lands on the call's tail (NOTES_gemm.md session 54). The entry's word in Smem::fix_ready,
+// stored with release by the lane that wrote the entry after the tile's stores, says which.
+constexpr int kFixerRow = 1, kOwnRow = 2;
+
+// The listed rows of `list` (n of them in the list, `lost` more past it: uncorrectable) whose
+// word in `ready` is `whose`, corrected one after another by the calling warp and counted by lane
+// 0. Correcting inside the tile loop (the loops and the call right after the tile's store) cost
+// the whole loop its uniform datapath: descriptors and barrier addresses in vector registers, R2UR
 // before every wgmma, the x range interleaved with the wgmma issue: 3-15 % at every shape
-// (NOTES_gemm.md run 25).
-template <typename T, int BN>
-__device__ void fix_tile_rows(const Args& args, const TileFix* list, int n, int lane) {
-  int ncorr = 0, nunc = n > FIX_WARP ? n - FIX_WARP : 0;
-  for (int i = 0; i < min(n, FIX_WARP); ++i) {
+// (NOTES_gemm.md run 25). FIXER: the fixer warp's own copy, compiled for WG0's 24 registers.
+template <typename T, int BN, int FIXER>
+__device__ void fix_listed(const Args& args, const TileFix* list, const int* ready, int whose, int n, int lost,
+                           int lane) {
+  int ncorr = 0, nunc = lost;
+  for (int i = 0; i < n; ++i) {
+    if (ready[i] != whose) continue;
     const TileFix f = list[i];
     const int cols = (int)min((int64_t)BN, args.N - f.n0);
     if (lane == 0) fix_stamp(args, 1);
-    fix_tile_row<T>(args, f.b, f.m, f.n0, cols, f.c1, f.s2, f.c2, f.d1, f.thr, lane) ? ++ncorr : ++nunc;
+    fix_tile_row<T, FIXER>(args, f.b, f.m, f.n0, cols, f.c1, f.s2, f.c2, f.d1, f.thr, lane) ? ++ncorr : ++nunc;
   }
-  if (lane == 0 && n) {
+  if (lane == 0 && ncorr + nunc) {
     fix_stamp(args, 2);
     fix_stamp(args, 3, (double)(ncorr + nunc));
     add_outcomes(args, 0, ncorr, nunc);
+  }
+}
+
+// The fixer warp (WG0's warp 1; tile-local check, correcting policies): each lane watches one list
+// entry's word (FIX_CAP = 32), and the warp corrects the kFixerRow entries as they appear, until
+// every consumer warp is past its tile loop. It polls with a short sleep: a warp that wakes a few
+// times a microsecond takes no measurable issue slots, and its last wake-up follows the consumers'
+// loops within ~0.2 us, under their end-of-call report. In a CTA of one unit it finds nothing to
+// do (testing for that took the schedule's values, and ptxas then spilled the producer's loop in
+// the same 24 registers: NOTES_gemm.md session 54). Out of line, for the same reason.
+template <typename T, int BN>
+__device__ __noinline__ void fix_handed_over(const Args& args, Smem& sm, int lane) {
+  static_assert(FIX_CAP == 32, "a lane per list entry");
+  if (args.policy != kCorrect && args.policy != kRecompute) return;
+  unsigned taken = 0;
+  while (true) {
+    const bool fin = ld_acquire_cta(&sm.fix_fin) == FIX_WARPS;  // every entry's word stored before
+    unsigned todo = __ballot_sync(0xffffffffu, ld_acquire_cta(&sm.fix_ready[lane]) == kFixerRow) & ~taken;
+    taken |= todo;
+    if (todo) __syncwarp();  // what the entries' lanes acquired, to the whole warp
+    while (todo) {
+      const int i = __ffs(todo) - 1;
+      todo &= todo - 1;
+      fix_listed<T, BN, 1>(args, sm.tfix + i, sm.fix_ready + i, kFixerRow, 1, 0, lane);
+    }
+    if (fin) return;
+    __nanosleep(128);
   }
 }
 
@@ -790,13 +835,14 @@ struct TileTerms {
 // (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
 // weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range (xmx,
 // xmn: rows r_lo, r_hi). Flagged rows are counted by lane 0 and, under the policies that correct,
-// listed (the warp's `list`, `nfix` rows so far) for the warp's correction after the tile loop
-// (fix_tile_rows); rows with non-finite inputs mark the CTA (sm.bad).
+// listed (the warp's `list`, `nfix` rows so far) for their correction: by the fixer warp where the
+// tile is not the CTA's last unit (hand_over), otherwise by the warp after its tile loop (kFixerRow
+// / kOwnRow, fix_listed); rows with non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
 __device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (&xmx)[2],
                                                 const float (&xmn)[2], Smem& sm, const TileCoord& c, int64_t M,
                                                 int tn_n, int64_t row_w, int lane, float s1a, float s1b, float s2a, float s2b,
-                                                const TileTerms& tt, TileFix* list, int& nfix) {
+                                                const TileTerms& tt, TileFix* list, int& nfix, bool hand_over) {
   const int q = lane % 4;
   float c1a = q == 0 ? cs[0] + cs[1] : (q == 1 ? cs[0] : 0.f), c1b = q == 0 ? cs[2] + cs[3] : (q == 1 ? cs[2] : 0.f);
   float c2a = q == 1 ? cs[1] : (q == 2 ? cs[0] + cs[1] : 0.f), c2b = q == 1 ? cs[3] : (q == 2 ? cs[2] + cs[3] : 0.f);
@@ -836,8 +882,17 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
   // each flagged row's quad leader writes its entry (in lane order), past FIX_WARP only counted
   const unsigned before = (1u << lane) - 1u;
   const int ia = nfix + __popc(flag_a & before), ib = nfix + __popc(flag_a) + __popc(flag_b & before);
-  if (fa && q == 0 && ia < FIX_WARP) list[ia] = TileFix{c.b, (int)(row_w + lane / 4), (int)n0, c1a, s2a, c2a, d1a, ta};
-  if (fb && q == 0 && ib < FIX_WARP) list[ib] = TileFix{c.b, (int)(row_w + lane / 4 + 8), (int)n0, c1b, s2b, c2b, d1b, tb};
+  // (the tile's stores of every lane are ordered before this by the epilogue's last __syncwarp)
+  int* ready = sm.fix_ready + (list - sm.tfix);
+  const int whose = FTG_FIXER && hand_over ? kFixerRow : kOwnRow;
+  if (fa && q == 0 && ia < FIX_WARP) {
+    list[ia] = TileFix{c.b, (int)(row_w + lane / 4), (int)n0, c1a, s2a, c2a, d1a, ta};
+    st_release_cta(ready + ia, whose);
+  }
+  if (fb && q == 0 && ib < FIX_WARP) {
+    list[ib] = TileFix{c.b, (int)(row_w + lane / 4 + 8), (int)n0, c1b, s2b, c2b, d1b, tb};
+    st_release_cta(ready + ib, whose);
+  }
   nfix += __popc(flag_a) + __popc(flag_b);
 }
 
@@ -900,6 +955,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     sm.nfix = 0;
     sm.fix_done = 0;
     sm.bad = 0;
+    sm.fix_fin = 0;
     for (int f = 0; f < FIX_CAP; ++f) sm.fix_ready[f] = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmA);
@@ -1177,7 +1233,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         fr.joined(0, xmx[0], xmn[0]);
         fr.joined(1, xmx[1], xmn[1]);
         check_tile_rows<T, BN>(args, acc + BN / 2, xmx, xmn, sm, c, g.M, g.tn_n, row_w, lane, s1a, s1b, s2a, s2b, tt,
-                               sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix);
+                               sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix, t + g.ncl < g.total);
         continue;
       }
       // rows through an opaque zero: the workspace pointers are then built here, per tile; hoisted
@@ -1205,7 +1261,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (ct == 0) fix_stamp(args, 4);
   if constexpr (PROTECT && LOCAL) {
     __syncwarp();  // the warp's list entries (and its stored tiles) to every lane
-    if (nfix) fix_tile_rows<T, BN>(args, sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix, lane);
+    if (lane == 0) red_add_release_cta(&sm.fix_fin, 1);  // the fixer warp may stop
+    if (nfix) {  // the rows the warp did not hand over: its last unit's, and those past its list
+      const int w = wgc * 4 + wi;
+      fix_listed<T, BN, 0>(args, sm.tfix + w * FIX_WARP, sm.fix_ready + w * FIX_WARP, kOwnRow, min(nfix, FIX_WARP),
+                           max(nfix - FIX_WARP, 0), lane);
+    }
     // non-finite inputs: once per call, each CTA reporting once
     if constexpr (!(FTG_ABLATE & 32)) {
       named_bar_sync(1, 256);
@@ -1215,6 +1276,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (!(FTG_ABLATE & 8)) correct_flagged<T>(args, sm, ct);
   }
   }
+  // The fixer (WG0's warp 1, idle in the tile-local kernel) at the kernel's end, its own call: in WG0's
+  // branch, values it shared with the producer's schedule made ptxas spill the producer's loop.
+  if (PROTECT && LOCAL && FTG_FIXER && tid / 32 == 1) fix_handed_over<T, BN>(args, sm, tid % 32);
   if (args.cluster > 1) cluster_sync();  // peers may still arrive on this CTA's barriers until here
 }
 
