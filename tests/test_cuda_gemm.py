@@ -924,7 +924,6 @@ def test_global_tile_rows_past_the_warps_lists_are_uncorrectable():
     assert st["corrected"] + st["uncorrectable"] == 768 and st["uncorrectable"] >= 768 - 6 * 8 * 4
 
 
-
 def _global_tile_index(row, col, tm_n, tn_n, bn, group_m=8):
     """The persistent schedule's index of the tile holding (row, col) (global_gemm.cu, tile_coord:
     groups of 8 M-tiles sweep the N-tiles together); CTA i of a grid of g takes i, i + g, ..."""
