@@ -245,11 +245,10 @@ struct FragRange {
   uint32_t mx[2], mn[2];  // packed pairs, rows g and g + 8
 
   __device__ void reset() { mx[0] = mx[1] = kNegInf2<T>; mn[0] = mn[1] = kPosInf2<T>; }
-  // One k-step's fragments. rem: K left from the k-step's start; columns at or past it (the TMA's
-  // zero fill on K's last k-step) count as columns 2 q, 2 q + 1 of k16 0 instead, inside K on every
-  // k-step (K % 8 == 0). Selects, not a branch: the wgmmas of the step are in flight.
-  __device__ __forceinline__ void step(const uint32_t (&a)[BK / 16][4], int64_t rem, int q) {
-    const int r = rem < BK ? (int)rem : BK;
+  // One k-step's fragments. r: the step's columns inside K (BK but on K's last k-step); columns at
+  // or past it (the TMA's zero fill) count as columns 2 q, 2 q + 1 of k16 0 instead, inside K on
+  // every k-step (K % 8 == 0). Selects, not a branch: the wgmmas of the step are in flight.
+  __device__ __forceinline__ void step(const uint32_t (&a)[BK / 16][4], int r, int q) {
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       const bool lo = 16 * kk + 2 * q < r, hi = 16 * kk + 2 * q + 8 < r;
@@ -293,11 +292,12 @@ struct XStats {
   int row, half;    // row of the 128-row tile, which 4 chunks
 
   __device__ void reset() { sum = 0.f; dot = 0.f; mx = kNegInf2<T>; mn = kPosInf2<T>; }
-  __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int64_t k0, int64_t K) {
+  // r: the k-step's columns inside K (BK but on K's last k-step).
+  __device__ __forceinline__ void step(uint32_t a_tile, uint32_t wc, int r) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int ch = 4 * half + j;
-      const bool in_k = k0 + ch * 8 < K;
+      const bool in_k = ch * 8 < r;
       // Past K (zero fill) a real chunk of the row instead, without a branch (a branch here makes
       // ptxas serialise the wgmmas in flight, C7518): its sums are dropped below. 128-byte swizzle:
       // chunk c of row r sits at chunk c ^ (r % 8) (conflict-free: see NOTES).
@@ -345,6 +345,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
                                          int tn_n, int64_t K) {
   using TL = Tiles<BN, false>;
   const int nk = ke - kb;
+  const int k_whole = (int)(K / BK), k_last = (int)(K % BK);  // (32 bits: as in mainloop_local)
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % TL::STAGES;
     mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
@@ -358,7 +359,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it.
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
-        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), (int64_t)ks * BK, K);
+        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), ks < k_whole ? BK : k_last);
         fence_proxy_async_smem();
         stats_ks += tn_n;
       }
@@ -387,6 +388,10 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
   using TL = Tiles<BN, true>;
   constexpr int N = (FTG_ABLATE & 16) ? BN : TL::NW;
   const int r8 = lane & 7, q = lane & 3;
+  // K's whole k-steps and its last one's columns, in 32 bits: 64-bit arithmetic in the loop took
+  // uniform registers the k-loop ran short of, and its step counter went to the vector datapath
+  // (+6 instructions a k-step, NOTES_gemm.md session 55).
+  const int k_whole = (int)(K / BK), k_last = (int)(K % BK);
   // This lane's ldmatrix address in a stage: matrices 0 / 1 are rows 0-7 / 8-15 of the warp's 16 at
   // chunk 2 kk, 2 / 3 the same rows one chunk on. 128-byte swizzle: chunk c of row r sits at chunk
   // c ^ (r % 8); 2 kk + (lane >> 4) = 2 kk | (lane >> 4), so k16 kk's address is k16 0's ^ 32 kk.
@@ -409,7 +414,7 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
     // bounds the bytes in flight: NOTES_gemm.md, runs 37c-d): this slot's reads fenced before its
     // own release, one step on, and the range.
     fence_proxy_async_smem();
-    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, K - (int64_t)ks * BK, q);
+    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, ks < k_whole ? BK : k_last, q);
     ++it;
   };
   uint32_t a0[BK / 16][4], a1[BK / 16][4];
