@@ -1,0 +1,283 @@
+// Would a ping-pong schedule feed the tensor pipe better than the global kernel's cooperative one?
+// (NOTES_gemm.md session 55: at K = 768 both global kernels leave it ~40 % idle, run 61c.) Unprotected
+// bf16 y = x W^T, persistent, one TMA producer thread and two consumer warpgroups, as global_gemm.cu:
+//   coop<BN>: both warpgroups on one 128 x BN tile (64 rows each), its epilogue at once (the kernel's way);
+//   pp<BN>:   each warpgroup on its own 128 x BN tile (two m64 wgmmas a k16), tiles alternating between
+//             them, so one's epilogue runs under the other's mainloop (the ring's order interleaves them).
+// Same ring, same tile order (groups of 8 M-tiles), same plain epilogue (bf16 pairs straight from the
+// accumulators to y), so the difference is the schedule; cuBLAS (cublasGemmEx) in the same process,
+// each variant checked against it. Four input sets in turn (not L2-resident), event-timed, best of 5.
+// Build and run (repository root; the device machine):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Icsrc/common -o /tmp/pingpong benchmarks/micro/pingpong_gemm.cu -lcublas
+//   /tmp/pingpong
+#if __has_include(<cublas_v2.h>)
+#include <cublas_v2.h>
+#define HAVE_CUBLAS 1
+#else  // (a toolkit without cuBLAS, e.g. a compile check: variants timed and checked against coop<128>)
+#define HAVE_CUBLAS 0
+#endif
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "sm90.cuh"
+#include "sm90_host.cuh"
+#include "wgmma_ops.cuh"
+
+using namespace sm90;
+using T = __nv_bfloat16;
+constexpr int BM = 128, BK = 64, A_BYTES = BM * BK * 2, GROUP_M = 8;
+
+template <int BN>
+struct Ring {
+  static constexpr int STAGE = A_BYTES + BN * BK * 2;
+  static constexpr int S = (220 * 1024) / STAGE < 6 ? (220 * 1024) / STAGE : 6;
+  static constexpr size_t SMEM = (size_t)S * STAGE + 1024;
+};
+
+__device__ __forceinline__ void tile_coord(int t, int tm_n, int tn_n, int& mt, int& nt) {
+  const int per_group = GROUP_M * tn_n, first = t / per_group * GROUP_M;
+  const int gsize = tm_n - first < GROUP_M ? tm_n - first : GROUP_M;
+  mt = first + (t % per_group) % gsize;
+  nt = (t % per_group) / gsize;
+}
+
+// Rows r0 + lane / 4 (+ 8) of the warp, columns n0 + 8 j + 2 (lane % 4) (+ 1): the m64 fragment layout.
+template <int BN>
+__device__ __forceinline__ void store_frag(const float* acc, T* y, int N, int r0, int n0, int lane) {
+  const int r = r0 + lane / 4, c = n0 + 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    *reinterpret_cast<__nv_bfloat162*>(y + (size_t)r * N + c + 8 * j) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+    *reinterpret_cast<__nv_bfloat162*>(y + (size_t)(r + 8) * N + c + 8 * j) =
+        __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+
+template <int BN, bool PP>
+__global__ void __launch_bounds__(384, 1)
+    gemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW, T* y, int M, int N, int K) {
+  using R = Ring<BN>;
+  constexpr int S = R::S;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  __shared__ uint64_t full[S], empty[S];
+  uint8_t* base = align_1024(smem_raw);
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32, wi = (tid / 32) % 4;
+  const int tm_n = M / BM, tn_n = N / BN, total = tm_n * tn_n, nk = K / BK;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], PP ? 4 : 8);  // the consuming warps
+    }
+    fence_barrier_init();
+    tma_prefetch_desc(&tmA);
+    tma_prefetch_desc(&tmW);
+  }
+  __syncthreads();
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid != 0) return;
+    int it = 0;
+    for (int t = blockIdx.x; t < total; t += gridDim.x) {
+      int mt, nt;
+      tile_coord(t, tm_n, tn_n, mt, nt);
+      for (int ks = 0; ks < nk; ++ks, ++it) {
+        const int slot = it % S;
+        if (it >= S) mbar_wait(&empty[slot], ((it / S) - 1) & 1);
+        uint8_t* st = base + slot * R::STAGE;
+        mbar_expect_tx(&full[slot], R::STAGE);
+        tma_load_2d(st, &tmA, &full[slot], ks * BK, mt * BM);
+        tma_load_2d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int c = wg - 1;  // consumer warpgroup 0 / 1
+  float acc0[BN / 2], acc1[PP ? BN / 2 : 1];
+  int it = 0, i = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x, ++i) {
+    if (PP && i % 2 != c) {  // the other warpgroup's tile: skip its ring positions
+      it += nk;
+      continue;
+    }
+    int mt, nt;
+    tile_coord(t, tm_n, tn_n, mt, nt);
+    for (int ks = 0; ks < nk; ++ks, ++it) {
+      const int slot = it % S;
+      mbar_wait(&full[slot], (it / S) & 1);
+      const uint32_t st = smem_u32(base + slot * R::STAGE);
+      const uint64_t db = desc_k_sw128(st + A_BYTES);
+      wgmma_fence();
+      if constexpr (PP) {
+        const uint64_t da0 = desc_k_sw128(st), da1 = desc_k_sw128(st + 64 * 128);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          wgmma_ss<T, BN>(acc0, da0 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+          wgmma_ss<T, BN>(acc1, da1 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+        }
+      } else {
+        const uint64_t da = desc_k_sw128(st + c * 64 * 128);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc0, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (ks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % S]);
+    }
+    wgmma_wait<0>();
+    reg_fence<BN / 2>(acc0);
+    if constexpr (PP) reg_fence<BN / 2>(acc1);
+    if (lane == 0) mbar_arrive(&empty[(it - 1) % S]);
+    if constexpr (PP) {
+      store_frag<BN>(acc0, y, N, mt * BM + wi * 16, nt * BN, lane);
+      store_frag<BN>(acc1, y, N, mt * BM + 64 + wi * 16, nt * BN, lane);
+    } else {
+      store_frag<BN>(acc0, y, N, mt * BM + c * 64 + wi * 16, nt * BN, lane);
+    }
+  }
+}
+
+__global__ void fill(T* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    p[i] = __float2bfloat16(((h & 0xffff) / 65536.f - 0.5f) * 2.f);
+  }
+}
+
+#define CK(x) do { auto e_ = (x); if (e_ != cudaSuccess) { printf("error %s at line %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
+
+struct Sets {
+  int M, N, K;
+  std::vector<T*> x, w;
+  T *y, *yref;
+  std::vector<CUtensorMap> ta, tw128, tw192, tw256;
+};
+
+template <int BN>
+const CUtensorMap& wmap(const Sets& s, int i) { return BN == 128 ? s.tw128[i] : BN == 192 ? s.tw192[i] : s.tw256[i]; }
+
+template <int BN, bool PP>
+float run(const Sets& s, int sms, int calls, bool check_only) {
+  auto kern = gemm<BN, PP>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Ring<BN>::SMEM));
+  const int total = (s.M / BM) * (s.N / BN), grid = total < sms ? total : sms;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  cudaEventRecord(a);
+  for (int i = 0; i < (check_only ? 1 : calls); ++i) {
+    const int k = check_only ? 0 : i % (int)s.x.size();
+    kern<<<grid, 384, Ring<BN>::SMEM>>>(s.ta[k], wmap<BN>(s, k), s.y, s.M, s.N, s.K);
+  }
+  cudaEventRecord(b);
+  CK(cudaEventSynchronize(b));
+  CK(cudaGetLastError());
+  float ms;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / calls;
+}
+
+float max_rel_err(const Sets& s) {
+  const size_t n = (size_t)s.M * s.N;
+  std::vector<T> y(n), r(n);
+  CK(cudaMemcpy(y.data(), s.y, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(r.data(), s.yref, n * 2, cudaMemcpyDeviceToHost));
+  float err = 0.f, big = 0.f;
+  for (size_t i = 0; i < n; ++i) {
+    const float a = __bfloat162float(y[i]), b = __bfloat162float(r[i]);
+    err = fmaxf(err, fabsf(a - b));
+    big = fmaxf(big, fabsf(b));
+  }
+  return err / big;
+}
+
+int main() {
+  int sms;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+#if HAVE_CUBLAS
+  cublasHandle_t h;
+  cublasCreate(&h);
+#endif
+  const int shapes[][3] = {{8192, 2304, 768}, {4096, 2304, 768}, {4096, 768, 768}, {4096, 3072, 768},
+                           {8192, 768, 3072}, {4096, 4096, 4096}};
+  const int NSETS = 4, CALLS = 40;
+  printf("%-16s %9s %9s %9s %9s %9s %9s   (us per call; ratio to cuBLAS; max rel. error)\n", "MxNxK", "cuBLAS",
+         "coop128", "coop192", "coop256", "pp128", "pp192");
+  for (auto& sh : shapes) {
+    Sets s;
+    s.M = sh[0]; s.N = sh[1]; s.K = sh[2];
+    for (int i = 0; i < NSETS; ++i) {
+      T *x, *w;
+      CK(cudaMalloc(&x, (size_t)s.M * s.K * 2));
+      CK(cudaMalloc(&w, (size_t)s.N * s.K * 2));
+      fill<<<1024, 256>>>(x, (size_t)s.M * s.K, 17u + i);
+      fill<<<1024, 256>>>(w, (size_t)s.N * s.K, 91u + i);
+      s.x.push_back(x); s.w.push_back(w);
+      const int64_t xd[2] = {s.K, s.M}, xs[2] = {1, s.K}, wd[2] = {s.K, s.N}, ws[2] = {1, s.K};
+      CUtensorMap m;
+      if (!make_tmap_16b(&m, x, 2, xd, xs, BM)) { printf("tensor map\n"); return 1; }
+      s.ta.push_back(m);
+      make_tmap_16b(&m, w, 2, wd, ws, 128); s.tw128.push_back(m);
+      make_tmap_16b(&m, w, 2, wd, ws, 192); s.tw192.push_back(m);
+      make_tmap_16b(&m, w, 2, wd, ws, 256); s.tw256.push_back(m);
+    }
+    CK(cudaMalloc(&s.y, (size_t)s.M * s.N * 2));
+    CK(cudaMalloc(&s.yref, (size_t)s.M * s.N * 2));
+    const float one = 1.f, zero = 0.f;
+    auto cublas = [&](int k, T* out) {
+#if HAVE_CUBLAS
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, s.N, s.M, s.K, &one, s.w[k], CUDA_R_16BF, s.K, s.x[k], CUDA_R_16BF,
+                   s.K, &zero, out, CUDA_R_16BF, s.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+#else
+      (void)one; (void)zero;
+      const int grid = (s.M / BM) * (s.N / 128) < 132 ? (s.M / BM) * (s.N / 128) : 132;
+      gemm<128, false><<<grid, 384, Ring<128>::SMEM>>>(s.ta[k], s.tw128[k], out, s.M, s.N, s.K);
+#endif
+    };
+    CK(cudaFuncSetAttribute(gemm<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Ring<128>::SMEM));
+    cublas(0, s.yref);
+    CK(cudaDeviceSynchronize());
+    // correctness first (set 0), then timing: the variants in turn, best of 5 rounds
+    float err[5];
+    int v = 0;
+    auto chk = [&](auto fn) { fn(true); err[v++] = max_rel_err(s); };
+    chk([&](bool c) { return run<128, false>(s, sms, CALLS, c); });
+    chk([&](bool c) { return run<192, false>(s, sms, CALLS, c); });
+    chk([&](bool c) { return run<256, false>(s, sms, CALLS, c); });
+    chk([&](bool c) { return run<128, true>(s, sms, CALLS, c); });
+    chk([&](bool c) { return run<192, true>(s, sms, CALLS, c); });
+    float best[6] = {1e9f, 1e9f, 1e9f, 1e9f, 1e9f, 1e9f};
+    for (int round = 0; round < 5; ++round) {
+      cudaEvent_t a, b;
+      cudaEventCreate(&a); cudaEventCreate(&b);
+      cudaEventRecord(a);
+      for (int i = 0; i < CALLS; ++i) cublas(i % NSETS, s.y);
+      cudaEventRecord(b);
+      CK(cudaEventSynchronize(b));
+      float ms;
+      cudaEventElapsedTime(&ms, a, b);
+      best[0] = fminf(best[0], ms / CALLS);
+      best[1] = fminf(best[1], run<128, false>(s, sms, CALLS, false));
+      best[2] = fminf(best[2], run<192, false>(s, sms, CALLS, false));
+      best[3] = fminf(best[3], run<256, false>(s, sms, CALLS, false));
+      best[4] = fminf(best[4], run<128, true>(s, sms, CALLS, false));
+      best[5] = fminf(best[5], run<192, true>(s, sms, CALLS, false));
+    }
+    char name[32];
+    snprintf(name, sizeof name, "%dx%dx%d", s.M, s.N, s.K);
+    printf("%-16s %9.1f", name, best[0] * 1e3f);
+    for (int j = 1; j < 6; ++j) printf(" %9.1f", best[j] * 1e3f);
+    printf("\n%-16s %9s", "", "");
+    for (int j = 1; j < 6; ++j) printf(" %8.3fx", best[j] / best[0]);
+    printf("\n%-16s %9s", "", "");
+    for (int j = 0; j < 5; ++j) printf(" %9.1e", err[j]);
+    printf("\n");
+    for (int i = 0; i < NSETS; ++i) { cudaFree(s.x[i]); cudaFree(s.w[i]); }
+    cudaFree(s.y); cudaFree(s.yref);
+  }
+  return 0;
+}
