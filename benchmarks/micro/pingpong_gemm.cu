@@ -166,8 +166,8 @@ float run(const Sets& s, int sms, int calls, bool check_only) {
   auto kern = gemm<BN, PP>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Ring<BN>::SMEM));
   const int total = (s.M / BM) * (s.N / BN), grid = total < sms ? total : sms;
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
+  static cudaEvent_t a, b;
+  if (!a) { cudaEventCreate(&a); cudaEventCreate(&b); }
   cudaEventRecord(a);
   for (int i = 0; i < (check_only ? 1 : calls); ++i) {
     const int k = check_only ? 0 : i % (int)s.x.size();
@@ -251,9 +251,9 @@ int main() {
     chk([&](bool c) { return run<128, true>(s, sms, CALLS, c); });
     chk([&](bool c) { return run<192, true>(s, sms, CALLS, c); });
     float best[6] = {1e9f, 1e9f, 1e9f, 1e9f, 1e9f, 1e9f};
+    cudaEvent_t a, b;
+    cudaEventCreate(&a); cudaEventCreate(&b);
     for (int round = 0; round < 5; ++round) {
-      cudaEvent_t a, b;
-      cudaEventCreate(&a); cudaEventCreate(&b);
       cudaEventRecord(a);
       for (int i = 0; i < CALLS; ++i) cublas(i % NSETS, s.y);
       cudaEventRecord(b);
@@ -276,6 +276,7 @@ int main() {
     printf("\n%-16s %9s", "", "");
     for (int j = 0; j < 5; ++j) printf(" %9.1e", err[j]);
     printf("\n");
+    cudaEventDestroy(a); cudaEventDestroy(b);
     for (int i = 0; i < NSETS; ++i) { cudaFree(s.x[i]); cudaFree(s.w[i]); }
     cudaFree(s.y); cudaFree(s.yref);
   }
