@@ -9,8 +9,8 @@ us per call of this diagnostic build, per launch the spread of the CTAs' starts 
 end, and per phase the median (90th percentile) offset from each CTA's entry and the step of the
 median, in us (the SM clock: phases 1-4 are the producer thread's, 5-10 the first consumer
 thread's). The protected call's checksum prepass is a kernel of its own, unstamped: what it costs
-shows in the call's time and in the first wave's wait (phase 3). PREFILL_PHASES_FLAGS: more nvcc flags (a variant's build of its own
-name). Diagnostic only: each stamp costs ~0.07 us.
+shows in the call's time and in the first wave's wait (phase 3). PREFILL_PHASES_FLAGS: more nvcc
+flags (a variant's build of its own name). Diagnostic only: each stamp costs ~0.07 us.
 """
 from __future__ import annotations
 

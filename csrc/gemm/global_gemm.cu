@@ -237,6 +237,15 @@ __device__ __forceinline__ void release_slot(Smem& sm, int slot, uint32_t rank) 
   if constexpr (CLUSTER) mbar_arrive_cluster(&sm.empty[slot], rank ^ 1u);
 }
 
+// The columns of k-step ks inside K: BK but on K's last k-step. In 32 bits, taken before the k-loop:
+// 64-bit arithmetic there took uniform registers the loop ran short of, and its step counter went to
+// the vector datapath (+6 instructions a k-step, NOTES_gemm.md session 55).
+struct KCols {
+  int whole, last;  // K's whole k-steps, its last one's columns
+  __device__ explicit KCols(int64_t K) : whole((int)(K / BK)), last((int)(K % BK)) {}
+  __device__ int operator()(int ks) const { return ks < whole ? BK : last; }
+};
+
 // The tile-local check's x range, from the consumers' own A fragments (mainloop_local): a thread
 // holds rows g = lane / 4 and g + 8 of its warp's 16 and, of each k16, columns 2 q, 2 q + 1 and
 // 2 q + 8, 2 q + 9 (q = lane % 4): the wgmma A layout, as ldmatrix.x4 loads it.
@@ -345,7 +354,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
                                          int tn_n, int64_t K) {
   using TL = Tiles<BN, false>;
   const int nk = ke - kb;
-  const int k_whole = (int)(K / BK), k_last = (int)(K % BK);  // (32 bits: as in mainloop_local)
+  const KCols kcols(K);
   for (int ks = kb; ks < ke; ++ks, ++it) {
     const int slot = it % TL::STAGES;
     mbar_wait(&sm.full[slot], (it / TL::STAGES) & 1);
@@ -359,7 +368,7 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
     // (fence_proxy_async_smem), and the warp's lanes meet before lane 0 releases it.
     if constexpr (PROTECT && !(FTG_ABLATE & 2)) {
       if (ks == stats_ks) {
-        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), ks < k_whole ? BK : k_last);
+        xs.step(smem_u32(stage), smem_u32(&sm.wc[slot][0]), kcols(ks));
         fence_proxy_async_smem();
         stats_ks += tn_n;
       }
@@ -388,10 +397,7 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
   using TL = Tiles<BN, true>;
   constexpr int N = (FTG_ABLATE & 16) ? BN : TL::NW;
   const int r8 = lane & 7, q = lane & 3;
-  // K's whole k-steps and its last one's columns, in 32 bits: 64-bit arithmetic in the loop took
-  // uniform registers the k-loop ran short of, and its step counter went to the vector datapath
-  // (+6 instructions a k-step, NOTES_gemm.md session 55).
-  const int k_whole = (int)(K / BK), k_last = (int)(K % BK);
+  const KCols kcols(K);
   // This lane's ldmatrix address in a stage: matrices 0 / 1 are rows 0-7 / 8-15 of the warp's 16 at
   // chunk 2 kk, 2 / 3 the same rows one chunk on. 128-byte swizzle: chunk c of row r sits at chunk
   // c ^ (r % 8); 2 kk + (lane >> 4) = 2 kk | (lane >> 4), so k16 kk's address is k16 0's ^ 32 kk.
@@ -414,7 +420,7 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
     // bounds the bytes in flight: NOTES_gemm.md, runs 37c-d): this slot's reads fenced before its
     // own release, one step on, and the range.
     fence_proxy_async_smem();
-    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, ks < k_whole ? BK : k_last, q);
+    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, kcols(ks), q);
     ++it;
   };
   uint32_t a0[BK / 16][4], a1[BK / 16][4];
