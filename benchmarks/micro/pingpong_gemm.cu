@@ -104,6 +104,11 @@ __global__ void __launch_bounds__(384, 1)
       it += nk;
       continue;
     }
+    // Ping-pong hand-off: a warpgroup starts tile i's mainloop once the other has issued tile i-1's (named
+    // barrier 1 + c, 256 threads). Without it a warpgroup back from its epilogue could wait on a slot whose
+    // previous fill (the other's tile) has not landed, and the full barrier's parity would alias two fills
+    // back: the data read would be stale.
+    if (PP && i > 0) named_bar_sync(1 + c, 256);
     int mt, nt;
     tile_coord(t, tm_n, tn_n, mt, nt);
     for (int ks = 0; ks < nk; ++ks, ++it) {
@@ -128,6 +133,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_wait<1>();
       if (ks > 0 && lane == 0) mbar_arrive(&empty[(it - 1) % S]);
     }
+    if (PP && t + gridDim.x < total) named_bar_arrive(2 - c, 256);  // the other's next tile may start
     wgmma_wait<0>();
     reg_fence<BN / 2>(acc0);
     if constexpr (PP) reg_fence<BN / 2>(acc1);
