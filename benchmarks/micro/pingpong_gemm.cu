@@ -13,7 +13,7 @@
 #if __has_include(<cublas_v2.h>)
 #include <cublas_v2.h>
 #define HAVE_CUBLAS 1
-#else  // (a toolkit without cuBLAS, e.g. a compile check: variants timed and checked against coop<128>)
+#else  // (a toolkit without cuBLAS, e.g. a compile check: variants timed and checked against coop<192>)
 #define HAVE_CUBLAS 0
 #endif
 #include <cuda.h>
@@ -31,11 +31,16 @@ using namespace sm90;
 using T = __nv_bfloat16;
 constexpr int BM = 128, BK = 64, A_BYTES = BM * BK * 2, GROUP_M = 8;
 
-template <int BN>
+// BW = W rows a stage holds: BN, or BN + 8 where the variant carries the tile-local check's 8 checksum
+// columns (their tensor work and bytes only: the next 8 rows of W stand in for them, never stored).
+// The ring leaves room for the epilogue's staging (8 consumer warps x 16 rows x 144 B).
+constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH, STG_BYTES = 8 * STG_WARP;
+template <int BW>
 struct Ring {
-  static constexpr int STAGE = A_BYTES + BN * BK * 2;
-  static constexpr int S = (220 * 1024) / STAGE < 6 ? (220 * 1024) / STAGE : 6;
-  static constexpr size_t SMEM = (size_t)S * STAGE + 1024;
+  static constexpr int STAGE = A_BYTES + BW * BK * 2;
+  static constexpr int FIT = (220 * 1024 - STG_BYTES) / STAGE;
+  static constexpr int S = FIT < 6 ? FIT : 6;
+  static constexpr size_t SMEM = (size_t)S * STAGE + STG_BYTES + 1024;
 };
 
 __device__ __forceinline__ void tile_coord(int t, int tm_n, int tn_n, int& mt, int& nt) {
@@ -45,22 +50,36 @@ __device__ __forceinline__ void tile_coord(int t, int tm_n, int tn_n, int& mt, i
   nt = (t % per_group) / gsize;
 }
 
-// Rows r0 + lane / 4 (+ 8) of the warp, columns n0 + 8 j + 2 (lane % 4) (+ 1): the m64 fragment layout.
+// A warp's 16 rows (r0 + lane / 4 (+ 8), the m64 fragment layout: columns n0 + 8 j + 2 (lane % 4) (+ 1))
+// into y as the global kernel stores them: 64 columns at a time through the warp's staging rows (144 B
+// pitch), then whole 16-byte chunks (4 a lane).
 template <int BN>
-__device__ __forceinline__ void store_frag(const float* acc, T* y, int N, int r0, int n0, int lane) {
-  const int r = r0 + lane / 4, c = n0 + 2 * (lane % 4);
+__device__ __forceinline__ void store_frag(const float* acc, T* y, int N, int r0, int n0, int lane, uint8_t* stg) {
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    *reinterpret_cast<__nv_bfloat162*>(y + (size_t)r * N + c + 8 * j) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
-    *reinterpret_cast<__nv_bfloat162*>(y + (size_t)(r + 8) * N + c + 8 * j) =
-        __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+  for (int sg = 0; sg < BN / 64; ++sg) {
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * sg + jj, r = lane / 4, c = 8 * jj + 2 * (lane % 4);
+      *reinterpret_cast<__nv_bfloat162*>(stg + r * STG_PITCH + 2 * c) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(stg + (r + 8) * STG_PITCH + 2 * c) =
+          __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int chunk = lane + 32 * i, row = chunk / 8, part = chunk % 8;
+      *reinterpret_cast<uint4*>(y + (size_t)(r0 + row) * N + n0 + 64 * sg + 8 * part) =
+          *reinterpret_cast<const uint4*>(stg + row * STG_PITCH + 16 * part);
+    }
+    __syncwarp();
   }
 }
 
-template <int BN, bool PP>
+template <int BN, bool PP, int XC = 0>
 __global__ void __launch_bounds__(384, 1)
     gemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW, T* y, int M, int N, int K) {
-  using R = Ring<BN>;
+  constexpr int BW = BN + XC;  // XC: 0, or the check's 8 columns
+  using R = Ring<BW>;
   constexpr int S = R::S;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ uint64_t full[S], empty[S];
@@ -88,7 +107,7 @@ __global__ void __launch_bounds__(384, 1)
         const int slot = it % S;
         if (it >= S) mbar_wait(&empty[slot], ((it / S) - 1) & 1);
         uint8_t* st = base + slot * R::STAGE;
-        mbar_expect_tx(&full[slot], R::STAGE);
+        mbar_expect_tx(&full[slot], R::STAGE);  // (W rows past N: zero-filled, still counted)
         tma_load_2d(st, &tmA, &full[slot], ks * BK, mt * BM);
         tma_load_2d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN);
       }
@@ -97,7 +116,8 @@ __global__ void __launch_bounds__(384, 1)
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int c = wg - 1;  // consumer warpgroup 0 / 1
-  float acc0[BN / 2], acc1[PP ? BN / 2 : 1];
+  uint8_t* stg = base + S * R::STAGE + (tid / 32 - 4) * STG_WARP;
+  float acc0[BW / 2], acc1[PP ? BW / 2 : 1];
   int it = 0, i = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x, ++i) {
     if (PP && i % 2 != c) {  // the other warpgroup's tile: skip its ring positions
@@ -121,13 +141,13 @@ __global__ void __launch_bounds__(384, 1)
         const uint64_t da0 = desc_k_sw128(st), da1 = desc_k_sw128(st + 64 * 128);
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
-          wgmma_ss<T, BN>(acc0, da0 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
-          wgmma_ss<T, BN>(acc1, da1 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+          wgmma_ss<T, BW>(acc0, da0 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+          wgmma_ss<T, BW>(acc1, da1 + 2 * kk, db + 2 * kk, (ks | kk) != 0);
         }
       } else {
         const uint64_t da = desc_k_sw128(st + c * 64 * 128);
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BN>(acc0, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
+        for (int kk = 0; kk < BK / 16; ++kk) wgmma_ss<T, BW>(acc0, da + 2 * kk, db + 2 * kk, (ks | kk) != 0);
       }
       wgmma_commit();
       wgmma_wait<1>();
@@ -135,14 +155,14 @@ __global__ void __launch_bounds__(384, 1)
     }
     if (PP && t + gridDim.x < total) named_bar_arrive(2 - c, 256);  // the other's next tile may start
     wgmma_wait<0>();
-    reg_fence<BN / 2>(acc0);
-    if constexpr (PP) reg_fence<BN / 2>(acc1);
+    reg_fence<BW / 2>(acc0);
+    if constexpr (PP) reg_fence<BW / 2>(acc1);
     if (lane == 0) mbar_arrive(&empty[(it - 1) % S]);
     if constexpr (PP) {
-      store_frag<BN>(acc0, y, N, mt * BM + wi * 16, nt * BN, lane);
-      store_frag<BN>(acc1, y, N, mt * BM + 64 + wi * 16, nt * BN, lane);
+      store_frag<BN>(acc0, y, N, mt * BM + wi * 16, nt * BN, lane, stg);
+      store_frag<BN>(acc1, y, N, mt * BM + 64 + wi * 16, nt * BN, lane, stg);
     } else {
-      store_frag<BN>(acc0, y, N, mt * BM + c * 64 + wi * 16, nt * BN, lane);
+      store_frag<BN>(acc0, y, N, mt * BM + c * 64 + wi * 16, nt * BN, lane, stg);
     }
   }
 }
@@ -161,23 +181,26 @@ struct Sets {
   int M, N, K;
   std::vector<T*> x, w;
   T *y, *yref;
-  std::vector<CUtensorMap> ta, tw128, tw192, tw256;
+  std::vector<CUtensorMap> ta, tw[5];  // W boxes of 128, 136, 192, 200, 256 rows
 };
 
-template <int BN>
-const CUtensorMap& wmap(const Sets& s, int i) { return BN == 128 ? s.tw128[i] : BN == 192 ? s.tw192[i] : s.tw256[i]; }
+template <int BW>
+const CUtensorMap& wmap(const Sets& s, int i) {
+  return s.tw[BW == 128 ? 0 : BW == 136 ? 1 : BW == 192 ? 2 : BW == 200 ? 3 : 4][i];
+}
 
-template <int BN, bool PP>
+template <int BN, bool PP, int XC>
 float run(const Sets& s, int sms, int calls, bool check_only) {
-  auto kern = gemm<BN, PP>;
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Ring<BN>::SMEM));
+  auto kern = gemm<BN, PP, XC>;
+  using R = Ring<BN + XC>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)R::SMEM));
   const int total = (s.M / BM) * (s.N / BN), grid = total < sms ? total : sms;
   static cudaEvent_t a, b;
   if (!a) { cudaEventCreate(&a); cudaEventCreate(&b); }
   cudaEventRecord(a);
   for (int i = 0; i < (check_only ? 1 : calls); ++i) {
     const int k = check_only ? 0 : i % (int)s.x.size();
-    kern<<<grid, 384, Ring<BN>::SMEM>>>(s.ta[k], wmap<BN>(s, k), s.y, s.M, s.N, s.K);
+    kern<<<grid, 384, R::SMEM>>>(s.ta[k], wmap<BN + XC>(s, k), s.y, s.M, s.N, s.K);
   }
   cudaEventRecord(b);
   CK(cudaEventSynchronize(b));
@@ -211,8 +234,16 @@ int main() {
   const int shapes[][3] = {{8192, 2304, 768}, {4096, 2304, 768}, {4096, 768, 768}, {4096, 3072, 768},
                            {8192, 768, 3072}, {4096, 4096, 4096}};
   const int NSETS = 4, CALLS = 40;
-  printf("%-16s %9s %9s %9s %9s %9s %9s   (us per call; ratio to cuBLAS; max rel. error)\n", "MxNxK", "cuBLAS",
-         "coop128", "coop192", "coop256", "pp128", "pp192");
+  // Variants: cooperative / ping-pong at 192 and 128 columns, unprotected (+0) and with the tile-local
+  // check's 8 extra columns of tensor work (+8).
+  using Fn = float (*)(const Sets&, int, int, bool);
+  const Fn fns[] = {run<192, false, 0>, run<192, true, 0>, run<192, false, 8>, run<192, true, 8>, run<128, false, 8>,
+                    run<128, true, 8>};
+  const char* names[] = {"coop192", "pp192", "coop192+8", "pp192+8", "coop128+8", "pp128+8"};
+  constexpr int NV = sizeof(fns) / sizeof(fns[0]);
+  printf("%-16s %10s", "MxNxK", "cuBLAS");
+  for (int v = 0; v < NV; ++v) printf(" %10s", names[v]);
+  printf("   (us per call; ratio to cuBLAS; max rel. error)\n");
   for (auto& sh : shapes) {
     Sets s;
     s.M = sh[0]; s.N = sh[1]; s.K = sh[2];
@@ -227,9 +258,11 @@ int main() {
       CUtensorMap m;
       if (!make_tmap_16b(&m, x, 2, xd, xs, BM)) { printf("tensor map\n"); return 1; }
       s.ta.push_back(m);
-      make_tmap_16b(&m, w, 2, wd, ws, 128); s.tw128.push_back(m);
-      make_tmap_16b(&m, w, 2, wd, ws, 192); s.tw192.push_back(m);
-      make_tmap_16b(&m, w, 2, wd, ws, 256); s.tw256.push_back(m);
+      const int boxes[5] = {128, 136, 192, 200, 256};
+      for (int b = 0; b < 5; ++b) {
+        make_tmap_16b(&m, w, 2, wd, ws, boxes[b]);
+        s.tw[b].push_back(m);
+      }
     }
     CK(cudaMalloc(&s.y, (size_t)s.M * s.N * 2));
     CK(cudaMalloc(&s.yref, (size_t)s.M * s.N * 2));
@@ -240,23 +273,19 @@ int main() {
                    s.K, &zero, out, CUDA_R_16BF, s.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 #else
       (void)one; (void)zero;
-      const int grid = (s.M / BM) * (s.N / 128) < 132 ? (s.M / BM) * (s.N / 128) : 132;
-      gemm<128, false><<<grid, 384, Ring<128>::SMEM>>>(s.ta[k], s.tw128[k], out, s.M, s.N, s.K);
+      const int grid = (s.M / BM) * (s.N / 192) < 132 ? (s.M / BM) * (s.N / 192) : 132;
+      gemm<192, false><<<grid, 384, Ring<192>::SMEM>>>(s.ta[k], s.tw[2][k], out, s.M, s.N, s.K);
 #endif
     };
-    CK(cudaFuncSetAttribute(gemm<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Ring<128>::SMEM));
     cublas(0, s.yref);
     CK(cudaDeviceSynchronize());
     // correctness first (set 0), then timing: the variants in turn, best of 5 rounds
-    float err[5];
-    int v = 0;
-    auto chk = [&](auto fn) { fn(true); err[v++] = max_rel_err(s); };
-    chk([&](bool c) { return run<128, false>(s, sms, CALLS, c); });
-    chk([&](bool c) { return run<192, false>(s, sms, CALLS, c); });
-    chk([&](bool c) { return run<256, false>(s, sms, CALLS, c); });
-    chk([&](bool c) { return run<128, true>(s, sms, CALLS, c); });
-    chk([&](bool c) { return run<192, true>(s, sms, CALLS, c); });
-    float best[6] = {1e9f, 1e9f, 1e9f, 1e9f, 1e9f, 1e9f};
+    float err[NV], best[NV + 1];
+    for (int v = 0; v < NV; ++v) {
+      fns[v](s, sms, CALLS, true);
+      err[v] = max_rel_err(s);
+    }
+    for (int v = 0; v <= NV; ++v) best[v] = 1e9f;
     cudaEvent_t a, b;
     cudaEventCreate(&a); cudaEventCreate(&b);
     for (int round = 0; round < 5; ++round) {
@@ -267,20 +296,16 @@ int main() {
       float ms;
       cudaEventElapsedTime(&ms, a, b);
       best[0] = fminf(best[0], ms / CALLS);
-      best[1] = fminf(best[1], run<128, false>(s, sms, CALLS, false));
-      best[2] = fminf(best[2], run<192, false>(s, sms, CALLS, false));
-      best[3] = fminf(best[3], run<256, false>(s, sms, CALLS, false));
-      best[4] = fminf(best[4], run<128, true>(s, sms, CALLS, false));
-      best[5] = fminf(best[5], run<192, true>(s, sms, CALLS, false));
+      for (int v = 0; v < NV; ++v) best[v + 1] = fminf(best[v + 1], fns[v](s, sms, CALLS, false));
     }
     char name[32];
     snprintf(name, sizeof name, "%dx%dx%d", s.M, s.N, s.K);
-    printf("%-16s %9.1f", name, best[0] * 1e3f);
-    for (int j = 1; j < 6; ++j) printf(" %9.1f", best[j] * 1e3f);
-    printf("\n%-16s %9s", "", "");
-    for (int j = 1; j < 6; ++j) printf(" %8.3fx", best[j] / best[0]);
-    printf("\n%-16s %9s", "", "");
-    for (int j = 0; j < 5; ++j) printf(" %9.1e", err[j]);
+    printf("%-16s %10.1f", name, best[0] * 1e3f);
+    for (int v = 1; v <= NV; ++v) printf(" %10.1f", best[v] * 1e3f);
+    printf("\n%-16s %10s", "", "");
+    for (int v = 1; v <= NV; ++v) printf(" %9.3fx", best[v] / best[0]);
+    printf("\n%-16s %10s", "", "");
+    for (int v = 0; v < NV; ++v) printf(" %10.1e", err[v]);
     printf("\n");
     cudaEventDestroy(a); cudaEventDestroy(b);
     for (int i = 0; i < NSETS; ++i) { cudaFree(s.x[i]); cudaFree(s.w[i]); }
