@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "sm90.cuh"
@@ -35,11 +36,11 @@ constexpr int BM = 128, BK = 64, A_BYTES = BM * BK * 2, GROUP_M = 8;
 // columns (their tensor work and bytes only: the next 8 rows of W stand in for them, never stored).
 // The ring leaves room for the epilogue's staging (8 consumer warps x 16 rows x 144 B).
 constexpr int STG_PITCH = 144, STG_WARP = 16 * STG_PITCH, STG_BYTES = 8 * STG_WARP;
-template <int BW>
+template <int BW, int SMAX = 6>  // SMAX: at most this many stages (4: the global kernel's ring at 192)
 struct Ring {
   static constexpr int STAGE = A_BYTES + BW * BK * 2;
   static constexpr int FIT = (220 * 1024 - STG_BYTES) / STAGE;
-  static constexpr int S = FIT < 6 ? FIT : 6;
+  static constexpr int S = FIT < SMAX ? FIT : SMAX;
   static constexpr size_t SMEM = (size_t)S * STAGE + STG_BYTES + 1024;
 };
 
@@ -75,11 +76,11 @@ __device__ __forceinline__ void store_frag(const float* acc, T* y, int N, int r0
   }
 }
 
-template <int BN, bool PP, int XC = 0>
+template <int BN, bool PP, int XC = 0, int SMAX = 6>
 __global__ void __launch_bounds__(384, 1)
     gemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW, T* y, int M, int N, int K) {
   constexpr int BW = BN + XC;  // XC: 0, or the check's 8 columns
-  using R = Ring<BW>;
+  using R = Ring<BW, SMAX>;
   constexpr int S = R::S;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ uint64_t full[S], empty[S];
@@ -189,10 +190,10 @@ const CUtensorMap& wmap(const Sets& s, int i) {
   return s.tw[BW == 128 ? 0 : BW == 136 ? 1 : BW == 192 ? 2 : BW == 200 ? 3 : 4][i];
 }
 
-template <int BN, bool PP, int XC>
+template <int BN, bool PP, int XC, int SMAX = 6>
 float run(const Sets& s, int sms, int calls, bool check_only) {
-  auto kern = gemm<BN, PP, XC>;
-  using R = Ring<BN + XC>;
+  auto kern = gemm<BN, PP, XC, SMAX>;
+  using R = Ring<BN + XC, SMAX>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)R::SMEM));
   const int total = (s.M / BM) * (s.N / BN), grid = total < sms ? total : sms;
   static cudaEvent_t a, b;
@@ -233,13 +234,15 @@ int main() {
 #endif
   const int shapes[][3] = {{8192, 2304, 768}, {4096, 2304, 768}, {4096, 768, 768}, {4096, 3072, 768},
                            {8192, 768, 3072}, {4096, 4096, 4096}};
-  const int NSETS = 4, CALLS = 40;
+  // input sets in turn (FT_SETS, default 4: x and W of a set mostly leave L2 before their next turn)
+  const int NSETS = getenv("FT_SETS") ? atoi(getenv("FT_SETS")) : 4, CALLS = 40;
   // Variants: cooperative / ping-pong at 192 and 128 columns, unprotected (+0) and with the tile-local
   // check's 8 extra columns of tensor work (+8).
   using Fn = float (*)(const Sets&, int, int, bool);
-  const Fn fns[] = {run<192, false, 0>, run<192, true, 0>, run<192, false, 8>, run<192, true, 8>, run<128, false, 8>,
-                    run<128, true, 8>};
-  const char* names[] = {"coop192", "pp192", "coop192+8", "pp192+8", "coop128+8", "pp128+8"};
+  // (s4: a ring of 4 stages, as the global kernel's at 192; the +8 variants have room for 4 only)
+  const Fn fns[] = {run<192, false, 0>, run<192, false, 0, 4>, run<192, true, 0>, run<192, true, 0, 4>,
+                    run<192, false, 8>, run<192, true, 8>, run<128, false, 8>, run<128, true, 8>};
+  const char* names[] = {"coop192", "coop192s4", "pp192", "pp192s4", "coop192+8", "pp192+8", "coop128+8", "pp128+8"};
   constexpr int NV = sizeof(fns) / sizeof(fns[0]);
   printf("%-16s %10s", "MxNxK", "cuBLAS");
   for (int v = 0; v < NV; ++v) printf(" %10s", names[v]);
