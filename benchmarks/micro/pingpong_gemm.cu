@@ -76,7 +76,13 @@ __device__ __forceinline__ void store_frag(const float* acc, T* y, int N, int r0
   }
 }
 
-template <int BN, bool PP, int XC = 0, int SMAX = 6>
+// FEAT: the global kernel's ways the micro otherwise lacks, one bit each (run 62d: which of them costs):
+//   1: W's tile as two half boxes (BN / 2 rows: two TMA loads, the cluster build's layout);
+//   2: the unprotected kernel's register split (72 producer / 216 consumers, not 40 / 232);
+//   4: programmatic dependent launch (launch_dependents + wait at entry, launched with the attribute);
+//   8: 3-D tensor maps (the batch dimension: tma_load_3d).
+constexpr int F_WHALF = 1, F_REG216 = 2, F_PDL = 4, F_3D = 8;
+template <int BN, bool PP, int XC = 0, int SMAX = 6, int FEAT = 0>
 __global__ void __launch_bounds__(384, 1)
     gemm(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmW, T* y, int M, int N, int K) {
   constexpr int BW = BN + XC;  // XC: 0, or the check's 8 columns
@@ -97,8 +103,13 @@ __global__ void __launch_bounds__(384, 1)
     tma_prefetch_desc(&tmW);
   }
   __syncthreads();
+  if constexpr (FEAT & F_PDL) {
+    grid_dep_launch_dependents();
+    grid_dep_wait();
+  }
   if (wg == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if constexpr (FEAT & F_REG216) asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid != 0) return;
     int it = 0;
     for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -109,13 +120,28 @@ __global__ void __launch_bounds__(384, 1)
         if (it >= S) mbar_wait(&empty[slot], ((it / S) - 1) & 1);
         uint8_t* st = base + slot * R::STAGE;
         mbar_expect_tx(&full[slot], R::STAGE);  // (W rows past N: zero-filled, still counted)
-        tma_load_2d(st, &tmA, &full[slot], ks * BK, mt * BM);
-        tma_load_2d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN);
+        if constexpr (FEAT & F_3D) tma_load_3d(st, &tmA, &full[slot], ks * BK, mt * BM, 0);
+        else tma_load_2d(st, &tmA, &full[slot], ks * BK, mt * BM);
+        if constexpr (FEAT & F_WHALF) {  // (tmW's box: BW / 2 rows)
+          const int rows = BW / 2;
+          if constexpr (FEAT & F_3D) {
+            tma_load_3d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN, 0);
+            tma_load_3d(st + A_BYTES + rows * 128, &tmW, &full[slot], ks * BK, nt * BN + rows, 0);
+          } else {
+            tma_load_2d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN);
+            tma_load_2d(st + A_BYTES + rows * 128, &tmW, &full[slot], ks * BK, nt * BN + rows);
+          }
+        } else if constexpr (FEAT & F_3D) {
+          tma_load_3d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN, 0);
+        } else {
+          tma_load_2d(st + A_BYTES, &tmW, &full[slot], ks * BK, nt * BN);
+        }
       }
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  if constexpr (FEAT & F_REG216) asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int c = wg - 1;  // consumer warpgroup 0 / 1
   uint8_t* stg = base + S * R::STAGE + (tid / 32 - 4) * STG_WARP;
   float acc0[BW / 2], acc1[PP ? BW / 2 : 1];
@@ -182,18 +208,21 @@ struct Sets {
   int M, N, K;
   std::vector<T*> x, w;
   T *y, *yref;
-  std::vector<CUtensorMap> ta, tw[5];  // W boxes of 128, 136, 192, 200, 256 rows
+  std::vector<CUtensorMap> ta, tw[6], ta3, tw3[6];  // W boxes of 128, 136, 192, 200, 256, 96 rows; 3-D maps
 };
 
 template <int BW>
-const CUtensorMap& wmap(const Sets& s, int i) {
-  return s.tw[BW == 128 ? 0 : BW == 136 ? 1 : BW == 192 ? 2 : BW == 200 ? 3 : 4][i];
+const CUtensorMap& wmap(const Sets& s, int i, bool three) {
+  const int b = BW == 128 ? 0 : BW == 136 ? 1 : BW == 192 ? 2 : BW == 200 ? 3 : BW == 256 ? 4 : 5;
+  return three ? s.tw3[b][i] : s.tw[b][i];
 }
 
-template <int BN, bool PP, int XC, int SMAX = 6>
+template <int BN, bool PP, int XC, int SMAX = 6, int FEAT = 0>
 float run(const Sets& s, int sms, int calls, bool check_only) {
-  auto kern = gemm<BN, PP, XC, SMAX>;
+  auto kern = gemm<BN, PP, XC, SMAX, FEAT>;
   using R = Ring<BN + XC, SMAX>;
+  constexpr int WBOX = (FEAT & F_WHALF) ? (BN + XC) / 2 : BN + XC;
+  constexpr bool THREE = (FEAT & F_3D) != 0;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)R::SMEM));
   const int total = (s.M / BM) * (s.N / BN), grid = total < sms ? total : sms;
   static cudaEvent_t a, b;
@@ -201,7 +230,8 @@ float run(const Sets& s, int sms, int calls, bool check_only) {
   cudaEventRecord(a);
   for (int i = 0; i < (check_only ? 1 : calls); ++i) {
     const int k = check_only ? 0 : i % (int)s.x.size();
-    kern<<<grid, 384, R::SMEM>>>(s.ta[k], wmap<BN + XC>(s, k), s.y, s.M, s.N, s.K);
+    CK(sm90::launch_ex(kern, dim3(grid), 384, R::SMEM, (cudaStream_t)0, 1, (FEAT & F_PDL) != 0,
+                       THREE ? s.ta3[k] : s.ta[k], wmap<WBOX>(s, k, THREE), s.y, s.M, s.N, s.K));
   }
   cudaEventRecord(b);
   CK(cudaEventSynchronize(b));
@@ -240,9 +270,11 @@ int main() {
   // check's 8 extra columns of tensor work (+8).
   using Fn = float (*)(const Sets&, int, int, bool);
   // (s4: a ring of 4 stages, as the global kernel's at 192; the +8 variants have room for 4 only)
-  const Fn fns[] = {run<192, false, 0>, run<192, false, 0, 4>, run<192, true, 0>, run<192, true, 0, 4>,
-                    run<192, false, 8>, run<192, true, 8>, run<128, false, 8>, run<128, true, 8>};
-  const char* names[] = {"coop192", "coop192s4", "pp192", "pp192s4", "coop192+8", "pp192+8", "coop128+8", "pp128+8"};
+  // (+w: W in half boxes, +r: 72 / 216 registers, +p: PDL, +3: 3-D maps; +wrp3: all four, as the global kernel)
+  const Fn fns[] = {run<192, false, 0, 4>, run<192, false, 0, 4, F_WHALF>, run<192, false, 0, 4, F_REG216>,
+                    run<192, false, 0, 4, F_PDL>, run<192, false, 0, 4, F_3D>, run<192, false, 0, 4, 15>,
+                    run<192, false, 8>, run<192, false, 8, 4, 15>};
+  const char* names[] = {"coop192s4", "+w", "+r", "+p", "+3", "+wrp3", "coop192+8", "+8wrp3"};
   constexpr int NV = sizeof(fns) / sizeof(fns[0]);
   printf("%-16s %10s", "MxNxK", "cuBLAS");
   for (int v = 0; v < NV; ++v) printf(" %10s", names[v]);
@@ -261,10 +293,19 @@ int main() {
       CUtensorMap m;
       if (!make_tmap_16b(&m, x, 2, xd, xs, BM)) { printf("tensor map\n"); return 1; }
       s.ta.push_back(m);
-      const int boxes[5] = {128, 136, 192, 200, 256};
-      for (int b = 0; b < 5; ++b) {
+      const int boxes[6] = {128, 136, 192, 200, 256, 96};
+      for (int b = 0; b < 6; ++b) {
         make_tmap_16b(&m, w, 2, wd, ws, boxes[b]);
         s.tw[b].push_back(m);
+      }
+      // the 3-D maps: [1, rows, K] (the global kernel's batch dimension)
+      const int64_t xd3[3] = {s.K, s.M, 1}, xs3[3] = {1, s.K, (int64_t)s.M * s.K};
+      const int64_t wd3[3] = {s.K, s.N, 1}, ws3[3] = {1, s.K, (int64_t)s.N * s.K};
+      make_tmap_16b(&m, x, 3, xd3, xs3, BM);
+      s.ta3.push_back(m);
+      for (int b = 0; b < 6; ++b) {
+        make_tmap_16b(&m, w, 3, wd3, ws3, boxes[b]);
+        s.tw3[b].push_back(m);
       }
     }
     CK(cudaMalloc(&s.y, (size_t)s.M * s.N * 2));
