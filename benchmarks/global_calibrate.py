@@ -1,7 +1,11 @@
 """The global kernel and cuBLAS under bench_gemm's protocol (CUDA graphs over rotated input sets),
 with and without bias, at the ping-pong micro's shapes: puts the micro's numbers
 (benchmarks/micro/pingpong_gemm.cu, events over 4 sets, no bias) next to the package's kernel
-(NOTES_gemm.md session 56). Usage (device): python3 benchmarks/global_calibrate.py"""
+(NOTES_gemm.md session 56). With PINGPONG_LIB (the micro built as a library: see its PINGPONG_LIB
+block), the micro's coop192s4 too, bias or not (it adds none). Usage (device):
+python3 benchmarks/global_calibrate.py"""
+import ctypes
+import os
 import sys
 
 import torch
@@ -13,8 +17,25 @@ SHAPES = [(8192, 2304, 768), (4096, 2304, 768), (4096, 768, 768), (4096, 3072, 7
 VARIANTS = [("cublas", None), ("off", None), ("off#192", 192), ("off#256", 256), ("on", None)]
 
 
+def micro_call(lib):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def call(x, w, b):
+        y = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+        rc = lib.pingpong_coop192(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(w.data_ptr()),
+                                  ctypes.c_void_p(y.data_ptr()), x.shape[0], w.shape[0], x.shape[1], sms,
+                                  ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+        if rc:
+            raise RuntimeError(f"pingpong_coop192: {rc}")
+        return y
+    return call
+
+
 def main():
     r = Runner()
+    lib = ctypes.CDLL(os.environ["PINGPONG_LIB"]) if os.environ.get("PINGPONG_LIB") else None
+    if lib:
+        VARIANTS.append(("micro", None))
     print("us per call (bench_gemm protocol); b: with bias, -: without")
     print("%-16s" % "MxNxK" + "".join("%11s%s" % (n, t) for n, _ in VARIANTS for t in "b-"))
     for shape in SHAPES:
@@ -22,7 +43,7 @@ def main():
         times = {}
         for bias in (True, False):
             sets = make_sets(*shape, torch.bfloat16, bias=bias, budget=6 << 30)
-            calls = {n: (r.variant("cublas") if n == "cublas" else
+            calls = {n: (r.variant("cublas") if n == "cublas" else micro_call(lib) if n == "micro" else
                          r.variant(n.split("#")[0], "linear_global", bn=bn)) for n, bn in VARIANTS}
             for n, ms in graph_times(calls, sets).items():
                 times[(n, bias)] = ms * 1e3

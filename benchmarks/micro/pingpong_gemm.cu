@@ -194,6 +194,27 @@ __global__ void __launch_bounds__(384, 1)
   }
 }
 
+#ifdef PINGPONG_LIB
+// The micro's coop192s4 as a library call (y = x W^T, bf16, M % 128 == 0, N % 192 == 0, K % 64 == 0), for
+// timing under bench_gemm's protocol next to the package's kernel (benchmarks/global_calibrate.py):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Icsrc/common -Xcompiler -fPIC -shared
+//        -DPINGPONG_LIB -o /tmp/pingpong.so benchmarks/micro/pingpong_gemm.cu
+extern "C" int pingpong_coop192(const void* x, const void* w, void* y, int M, int N, int K, int sms, void* stream) {
+  using R = Ring<192, 4>;
+  constexpr auto kern = gemm<192, false, 0, 4, 0>;
+  static bool init = false;
+  if (!init) {
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)R::SMEM) != cudaSuccess) return -1;
+    init = true;
+  }
+  CUtensorMap ta, tw;
+  const int64_t xd[2] = {K, M}, xs[2] = {1, K}, wd[2] = {K, N}, ws[2] = {1, K};
+  if (!make_tmap_16b(&ta, x, 2, xd, xs, BM) || !make_tmap_16b(&tw, w, 2, wd, ws, 192)) return -2;
+  const int total = (M / BM) * (N / 192), grid = total < sms ? total : sms;
+  kern<<<grid, 384, R::SMEM, (cudaStream_t)stream>>>(ta, tw, (T*)y, M, N, K);
+  return (int)cudaGetLastError();
+}
+#else
 __global__ void fill(T* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     uint32_t h = (uint32_t)i * 2654435761u ^ seed;
@@ -360,3 +381,4 @@ int main() {
   }
   return 0;
 }
+#endif  // PINGPONG_LIB

@@ -57,15 +57,6 @@
 #define FTG_FIXER 1
 #endif
 
-// Run 62e's A/B (NOTES_gemm.md session 56): W's tile in one TMA box where no cluster multicasts
-// its halves; the unprotected kernel's registers split 40 / 232 (as the micro's) instead of 72 / 216.
-#ifndef FTG_ONEBOX
-#define FTG_ONEBOX 0
-#endif
-#ifndef FTG_REGS40
-#define FTG_REGS40 0
-#endif
-
 namespace ftg {
 namespace glb {
 
@@ -997,9 +988,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     // loop's values), 216 for the consumers (one value spilled per tile; at 208 ten). Keep slack
     // in the 64K file: with 64/224 (exactly 65536) the consumers' setmaxnreg.inc never returned.
     // The tile-local check: WG0 only issues the loads (24), the consumers hold two A fragments (240:
-    // 1-4.5 points less protection cost than 40 / 232, run 38a, NOTES_gemm.md session 32).
+    // 1-4.5 points less protection cost than 40 / 232, run 38a, NOTES_gemm.md session 32). The
+    // unprotected kernel has no verifiers: 40 / 232 (2-4 % faster than 72 / 216, run 62e).
     if constexpr (LOCAL) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    else if constexpr (!PROTECT && FTG_REGS40) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    else if constexpr (!PROTECT) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     else asm volatile("setmaxnreg.dec.sync.aligned.u32 72;\n" ::: "memory");
     const Grid g(args, opaque_zero(), BN);
     const int warp = tid / 32, lane = tid % 32;
@@ -1040,9 +1032,6 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (g.cl > 1) {  // my half of the W tile, to every CTA of the cluster
               tma_load_3d_mc(st + A_BYTES + g.rank * (TL::B_BYTES / 2), tmB, &sm.full[slot], ks * BK,
                              wrow + (int)g.rank * (BN / 2), c.b, mask);
-            } else if (FTG_ONEBOX) {  // the whole W tile in one box (the map's box: BN rows)
-              if (wfirst) tma_load_3d_hint(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b, wpol);
-              else tma_load_3d(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b);
             } else {
               if (wfirst) {
                 tma_load_3d_hint(st + A_BYTES, tmB, &sm.full[slot], ks * BK, wrow, c.b, wpol);
@@ -1098,7 +1087,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
   // ------------------------------------------------------------ consumers (WG1, WG2)
   if constexpr (LOCAL) asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-  else if constexpr (!PROTECT && FTG_REGS40) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  else if constexpr (!PROTECT) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 216;\n" ::: "memory");
   const Grid g(args, opaque_zero(), BN);
   const int ctid = (int)threadIdx.x + opaque_zero(), warp = ctid / 32, lane = ctid % 32;
@@ -1359,7 +1348,7 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   for (int j = 0; j < a->groups; ++j) {  // member j: its rows [col0, col1) of y's columns
     const int64_t col0 = a->member_col0(j), col1 = j + 1 < a->groups ? a->member_col0(j + 1) : a->N;
     if (!make_tmap(&tb.m[j], j ? a->gw[j - 1] : a->w, a->batch, col1 - col0, a->K, a->w_rstride, a->w_bstride,
-                   FTG_ONEBOX && a->cluster == 1 ? bn : bn / 2))
+                   bn / 2))
       return FTG_ERR_TMAP;
   }
   for (int j = a->groups; j < kMaxGroup; ++j) tb.m[j] = tb.m[0];  // unread
