@@ -254,17 +254,15 @@ struct FragRange {
   uint32_t mx[2], mn[2];  // packed pairs, rows g and g + 8
 
   __device__ void reset() { mx[0] = mx[1] = kNegInf2<T>; mn[0] = mn[1] = kPosInf2<T>; }
-  // One k-step's fragments. r: the step's columns inside K (BK but on K's last k-step); columns at
-  // or past it (the TMA's zero fill) count as columns 2 q, 2 q + 1 of k16 0 instead, inside K on
-  // every k-step (K % 8 == 0). Selects, not a branch: the wgmmas of the step are in flight.
-  __device__ __forceinline__ void step(const uint32_t (&a)[BK / 16][4], int r, int q) {
+  // One k-step's fragments. Columns past K (the TMA's zero fill on K's last k-step) count as well:
+  // zeros can only widen the range to 0 (max >= 0 >= min), which widens the threshold's variance
+  // bound (mx - mu)(mu - mn): looser for a row of one sign, never tighter. No selects: three-input
+  // min / max over the fragments as they are (NOTES_gemm.md session 56).
+  __device__ __forceinline__ void step(const uint32_t (&a)[BK / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      const bool lo = 16 * kk + 2 * q < r, hi = 16 * kk + 2 * q + 8 < r;
-      const uint32_t g0 = lo ? a[kk][0] : a[0][0], g1 = lo ? a[kk][1] : a[0][1];
-      const uint32_t h0 = hi ? a[kk][2] : a[0][0], h1 = hi ? a[kk][3] : a[0][1];
-      mx[0] = hmax2<T>(mx[0], hmax2<T>(g0, h0)); mn[0] = hmin2<T>(mn[0], hmin2<T>(g0, h0));
-      mx[1] = hmax2<T>(mx[1], hmax2<T>(g1, h1)); mn[1] = hmin2<T>(mn[1], hmin2<T>(g1, h1));
+      mx[0] = hmax2<T>(mx[0], hmax2<T>(a[kk][0], a[kk][2])); mn[0] = hmin2<T>(mn[0], hmin2<T>(a[kk][0], a[kk][2]));
+      mx[1] = hmax2<T>(mx[1], hmax2<T>(a[kk][1], a[kk][3])); mn[1] = hmin2<T>(mn[1], hmin2<T>(a[kk][1], a[kk][3]));
     }
   }
   // Another split's range of the same rows (split K), as stored: max g, min g, max g + 8, min g + 8.
@@ -393,11 +391,10 @@ __device__ __forceinline__ void mainloop(float* acc, Smem& sm, uint8_t* base, in
 // release, and the warp's lanes meet before lane 0 releases it.
 template <typename T, int BN, bool CLUSTER>
 __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* base, int kb, int ke, int& it, int wgc,
-                                               int wi, int lane, uint32_t rank, FragRange<T>& fr, int64_t K) {
+                                               int wi, int lane, uint32_t rank, FragRange<T>& fr) {
   using TL = Tiles<BN, true>;
   constexpr int N = (FTG_ABLATE & 16) ? BN : TL::NW;
-  const int r8 = lane & 7, q = lane & 3;
-  const KCols kcols(K);
+  const int r8 = lane & 7;
   // This lane's ldmatrix address in a stage: matrices 0 / 1 are rows 0-7 / 8-15 of the warp's 16 at
   // chunk 2 kk, 2 / 3 the same rows one chunk on. 128-byte swizzle: chunk c of row r sits at chunk
   // c ^ (r % 8); 2 kk + (lane >> 4) = 2 kk | (lane >> 4), so k16 kk's address is k16 0's ^ 32 kk.
@@ -420,7 +417,7 @@ __device__ __forceinline__ void mainloop_local(float* acc, Smem& sm, uint8_t* ba
     // bounds the bytes in flight: NOTES_gemm.md, runs 37c-d): this slot's reads fenced before its
     // own release, one step on, and the range.
     fence_proxy_async_smem();
-    if constexpr (!(FTG_ABLATE & 2)) fr.step(a, kcols(ks), q);
+    if constexpr (!(FTG_ABLATE & 2)) fr.step(a);
     ++it;
   };
   uint32_t a0[BK / 16][4], a1[BK / 16][4];
@@ -1119,8 +1116,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const TileTerms tt = LOCAL ? TileTerms(args, c, g.K) : TileTerms();
     const int stats_ks = g.first_stats_ks(c);
     if constexpr (LOCAL) {
-      if (g.cl > 1) mainloop_local<T, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr, g.K);
-      else mainloop_local<T, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr, g.K);
+      if (g.cl > 1) mainloop_local<T, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr);
+      else mainloop_local<T, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, wi, lane, g.rank, fr);
     } else {
       if (g.cl > 1) mainloop<T, PROTECT, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
       else mainloop<T, PROTECT, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
