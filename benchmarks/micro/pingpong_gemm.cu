@@ -3,13 +3,16 @@
 // bf16 y = x W^T, persistent, one TMA producer thread and two consumer warpgroups, as global_gemm.cu:
 //   coop<BN>: both warpgroups on one 128 x BN tile (64 rows each), its epilogue at once (the kernel's way);
 //   pp<BN>:   each warpgroup on its own 128 x BN tile (two m64 wgmmas a k16), tiles alternating between
-//             them, so one's epilogue runs under the other's mainloop (the ring's order interleaves them).
-// Same ring, same tile order (groups of 8 M-tiles), same plain epilogue (bf16 pairs straight from the
-// accumulators to y), so the difference is the schedule; cuBLAS (cublasGemmEx) in the same process,
-// each variant checked against it. Four input sets in turn (not L2-resident), event-timed, best of 5.
+//             them, so one's epilogue runs under the other's mainloop (named barriers order their mainloops).
+// Same ring, tile order (groups of 8 M-tiles) and epilogue as the global kernel (64 columns at a time
+// through staging rows, 16-byte stores), so the difference is the schedule; cuBLAS (cublasGemmEx) in the
+// same process, each variant checked against it. Template knobs: XC (the tile-local check's 8 extra
+// columns of tensor work), SMAX (ring depth), FEAT (the global kernel's other ways, one bit each).
+// Four input sets in turn (FT_SETS), event-timed, best of 5. Session 56's runs 62a-f: NOTES_gemm.md.
 // Build and run (repository root; the device machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Icsrc/common -o /tmp/pingpong benchmarks/micro/pingpong_gemm.cu -lcublas
 //   /tmp/pingpong
+// or as a library for benchmarks/global_calibrate.py (PINGPONG_LIB below).
 #if __has_include(<cublas_v2.h>)
 #include <cublas_v2.h>
 #define HAVE_CUBLAS 1
@@ -207,6 +210,7 @@ extern "C" int pingpong_coop192(const void* x, const void* w, void* y, int M, in
     if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)R::SMEM) != cudaSuccess) return -1;
     init = true;
   }
+  if (M % BM || N % 192 || K % BK) return -3;  // whole tiles only
   CUtensorMap ta, tw;
   const int64_t xd[2] = {K, M}, xs[2] = {1, K}, wd[2] = {K, N}, ws[2] = {1, K};
   if (!make_tmap_16b(&ta, x, 2, xd, xs, BM) || !make_tmap_16b(&tw, w, 2, wd, ws, 192)) return -2;
@@ -286,6 +290,7 @@ int main() {
   cublasHandle_t h;
   cublasCreate(&h);
 #endif
+  // (4096^3 is no whole number of 192-wide tiles: the micro's 192 rows there are wrong, its checks say so)
   const int shapes[][3] = {{8192, 2304, 768}, {4096, 2304, 768}, {4096, 768, 768}, {4096, 3072, 768},
                            {8192, 768, 3072}, {4096, 4096, 4096}};
   // input sets in turn (FT_SETS, default 4: x and W of a set mostly leave L2 before their next turn)
