@@ -190,7 +190,12 @@ def test_global_tile_width_follows_the_waves():
         assert cuda_gemm.global_tile(m, n, k, 1, 132) == (192, 1), (m, n, k)
     for m, n, k in wide:
         assert cuda_gemm.global_tile(m, n, k, 1, 132) == (256, 1), (m, n, k)
-    assert cuda_gemm.global_tile(2048, 1024, 4096, 1, 132) == (256, 2)  # split-K keeps the wide tile
+    # many rows in one wave: a split costs more than the narrower tile (run 64c: 256 / 2 against 128 / 1
+    # 13-24 % slower at 2048x1024x4096, 1024x2048x4096, 2048x1024x2048)
+    for m, n, k in [(2048, 1024, 4096), (1024, 2048, 4096), (2048, 1024, 2048)]:
+        assert cuda_gemm.global_tile(m, n, k, 1, 132) == (128, 1), (m, n, k)
+    assert cuda_gemm.global_tile(1024, 1024, 4096, 1, 132) == (128, 2)
+    assert cuda_gemm.global_tile(2048, 768, 3072, 1, 132) == (192, 2)  # the split still pays here
     for m, n, k in [(1024, 1024, 1024), (32, 4096, 4096), (64, 4096, 11008), (128, 4096, 4096), (128, 4096, 14336)]:
         assert cuda_gemm.global_tile(m, n, k, 1, 132)[0] == 128, (m, n, k)
     assert cuda_gemm.global_tile(128, 4096, 4096, 1, 132) == (128, 4)  # 32 tiles x 4 splits: one wave
@@ -203,13 +208,15 @@ def test_global_tile_width_follows_the_waves():
 
 
 def test_global_check_follows_the_measurements():
-    """The tile-local check where runs 25 and 26 measured it faster (K <= 3072 at widths as cheap as
-    the unprotected kernel's; one M-tile; two on weights up to 32 MB), the row check elsewhere."""
+    """The tile-local check where runs 25, 26 and 64c measured it faster (K <= 3072 at widths as cheap
+    as the unprotected kernel's; longer K where the call is one wave at such a width; one M-tile;
+    two on weights up to 32 MB), the row check elsewhere."""
     tiles = [(4096, 768, 768), (1024, 1024, 1024), (4096, 768, 3072), (8192, 2304, 768), (8192, 768, 3072),
              (4096, 2304, 768), (128, 4096, 4096), (1, 4096, 4096), (64, 11008, 4096), (128, 4096, 14336),
-             (256, 4096, 4096), (256, 768, 3072)]
-    rows = [(4096, 4096, 4096), (2048, 1024, 4096), (2048, 2048, 2048), (4096, 3072, 768), (256, 14336, 4096),
-            (256, 4096, 11008)]
+             (256, 4096, 4096), (256, 768, 3072), (2048, 1024, 4096), (1024, 2048, 4096), (1024, 1024, 4096),
+             (2048, 1024, 2048)]
+    rows = [(4096, 4096, 4096), (2048, 2048, 2048), (4096, 3072, 768), (256, 14336, 4096), (256, 4096, 11008),
+            (2048, 4096, 4096), (1024, 4096, 4096), (2048, 11008, 4096)]
     assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in tiles] == ["tiles"] * len(tiles)
     assert [cuda_gemm.global_check(m, n, k, 1, 132) for m, n, k in rows] == ["rows"] * len(rows)
 

@@ -69,9 +69,12 @@ GLOBAL_BNS = (256, 192, 128)
 # taken only below 0.92 of the 256-wide cost and 128 below 0.83. With at most GLOBAL_FEW_MTILES
 # M-tiles (bandwidth-bound: W's bytes decide) no margin, but a split tile costs GLOBAL_SPLIT_KSTEPS
 # k-steps more (its partial's store and reload). NOTES_gemm.md runs 19 and 23: the constants that
-# reproduce the sweeps' fastest widths.
+# reproduce the sweeps' fastest widths. With many rows a split costs GLOBAL_SPLIT_KSTEPS_MANY
+# k-steps (its 128 x width fp32 partial, and the last split's wait and sum at the end of a call of
+# one wave): run 64c, 256-wide tiles split 2 against 128-wide unsplit ones (the same units and
+# waves) were 13-24 % slower at 2048x1024x4096, 1024x2048x4096 and 2048x1024x2048 (9-13 k-steps).
 GLOBAL_MARGINS = {256: 1.0, 192: 0.92, 128: 0.83}
-GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS = 2, 4
+GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS, GLOBAL_SPLIT_KSTEPS_MANY = 2, 4, 10
 # The global scheme's check (NOTES_gemm.md run 24): "rows" checks each output row over all of N
 # against x . sum_n W[n], verified by the CTA that finishes the row's last tile (a workspace,
 # tickets, x statistics on the consumers' ALU); "tiles" checks each row of each 192- or 128-wide
@@ -742,8 +745,8 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
     (N = 768: 3 tiles, so 4096 rows make 96 tiles, one wave at 73 % of 132 SMs; 192-wide: 128
     tiles), and where few rows leave SMs idle even after split-K (M <= 128 on 4096-wide layers: 16
     tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
-    the wider ones by its margin (GLOBAL_MARGINS); few rows: no margin, a split counted
-    GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
+    the wider ones by its margin (GLOBAL_MARGINS), a split counted GLOBAL_SPLIT_KSTEPS_MANY k-steps
+    more; few rows: no margin, a split counted GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
     tile-local check has 192 and 128)."""
     _, bn, split = _global_tile_cost(m, n, k, wb, num_sms, widths)
     return bn, split
@@ -761,7 +764,8 @@ def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
         waves = math.ceil(global_tiles(m, n, wb, bn) * split / num_sms)
         if few_rows:
             return waves * bn * (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn, split
-        return waves * bn * math.ceil(nk / split) / GLOBAL_MARGINS[bn], -bn, split
+        steps = math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS_MANY * (split > 1)
+        return waves * bn * steps / GLOBAL_MARGINS[bn], -bn, split
 
     c, neg_bn, split = min(cost(bn) for bn in widths)
     return c, -neg_bn, split
@@ -781,17 +785,21 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     N-tile's sums landed before one CTA verifies the rows, is most of its cost: the tile check wins
     with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
     128x4096^2 23.6 -> 21.4 us, GPT-2 layers at M = 128-256 13 -> 10.6); above that its per-tile
-    costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71). ``allowed``:
-    the widths the call may take (a group's member boundaries)."""
+    costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71). At K > 3072
+    the tile check also where the call is one wave at its width, that width and split are the
+    unprotected kernel's best and W is within the same bound: the row check's tail then runs after
+    every tile, unhidden (run 64c:
+    2048x1024x4096 rows 37.2 / tiles 31.3 us, 1024x2048x4096 36.5 / 30.9, 1024x1024x4096 28.8 /
+    21.6). ``allowed``: the widths the call may take (a group's member boundaries)."""
     tile_bns = tuple(b for b in TILE_CHECK_BNS if b in allowed)
     if not tile_bns:
         return "rows"
     mtiles = global_mtiles(m)
     if mtiles <= GLOBAL_FEW_MTILES:
         return "tiles" if mtiles == 1 or 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES else "rows"
-    if k > 3072:
+    tiles, bn, split = _global_tile_cost(m, n, k, wb, num_sms, tile_bns)
+    if k > 3072 and (global_tiles(m, n, wb, bn) * split > num_sms or 2 * n * k * wb > TILE_CHECK_FEW_ROWS_W_BYTES):
         return "rows"
-    tiles = _global_tile_cost(m, n, k, wb, num_sms, tile_bns)[0]
     return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, allowed)[0] else "rows"
 
 
