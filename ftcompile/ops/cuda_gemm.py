@@ -746,8 +746,8 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
     tiles), and where few rows leave SMs idle even after split-K (M <= 128 on 4096-wide layers: 16
     tiles; 128-wide: 32, and 128 units at split 4). Many rows: a narrower tile only where it beats
     the wider ones by its margin (GLOBAL_MARGINS), a split counted GLOBAL_SPLIT_KSTEPS_MANY k-steps
-    more; few rows: no margin, a split counted GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the wider. ``widths``: those to choose from (the
-    tile-local check has 192 and 128)."""
+    more; few rows: no margin, a split counted GLOBAL_SPLIT_KSTEPS k-steps more. Ties keep the
+    wider. ``widths``: those to choose from (the tile-local check has 192 and 128)."""
     _, bn, split = _global_tile_cost(m, n, k, wb, num_sms, widths)
     return bn, split
 
@@ -788,9 +788,9 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     costs outgrow the tail (256x14336x4096: rows on 256-wide tiles 58 us, tiles 71). At K > 3072
     the tile check also where the call is one wave at its width, that width and split are the
     unprotected kernel's best and W is within the same bound: the row check's tail then runs after
-    every tile, unhidden (run 64c:
-    2048x1024x4096 rows 37.2 / tiles 31.3 us, 1024x2048x4096 36.5 / 30.9, 1024x1024x4096 28.8 /
-    21.6). ``allowed``: the widths the call may take (a group's member boundaries)."""
+    every tile, unhidden (run 64c: 2048x1024x4096 rows 37.2 / tiles 31.3 us, 1024x2048x4096 36.5 /
+    30.9, 1024x1024x4096 28.8 / 21.6). ``allowed``: the widths the call may take (a group's member
+    boundaries)."""
     tile_bns = tuple(b for b in TILE_CHECK_BNS if b in allowed)
     if not tile_bns:
         return "rows"
@@ -798,7 +798,8 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     if mtiles <= GLOBAL_FEW_MTILES:
         return "tiles" if mtiles == 1 or 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES else "rows"
     tiles, bn, split = _global_tile_cost(m, n, k, wb, num_sms, tile_bns)
-    if k > 3072 and (global_tiles(m, n, wb, bn) * split > num_sms or 2 * n * k * wb > TILE_CHECK_FEW_ROWS_W_BYTES):
+    one_wave = global_tiles(m, n, wb, bn) * split <= num_sms
+    if k > 3072 and not (one_wave and 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES):
         return "rows"
     return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, allowed)[0] else "rows"
 
