@@ -1,0 +1,97 @@
+"""The global scheme's width / split model and check rule (ftcompile/ops/cuda_gemm.py: global_tile,
+global_check) against measured times: knob_ab.py output with the variants off#256, off#192,
+off#128 (each width at its own automatic split) and, for the check, on@rows#<w> / on@tiles#<w>.
+Prints, per shape, the model's pick and the measured best with the pick's regret (its time over
+the best's), then a grid of the model's constants (the margins of 192 and 128, the many-row
+split's k-steps) ranked by the total regret over the shapes.
+
+    python benchmarks/fit_global_model.py results/run65a_*.txt [--sms 132]
+"""
+import argparse
+import itertools
+import math
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from ftcompile.ops import cuda_gemm  # noqa: E402
+
+LINE = re.compile(r"^\S+#\d+ (?P<shape>\d+x\d+x\d+): (?P<rest>.*)$")
+
+
+def load(paths):
+    """{(m, n, k): {variant: median time (ms)}} over every round of every file."""
+    times = defaultdict(lambda: defaultdict(list))
+    for p in paths:
+        for ln in Path(p).read_text().splitlines():
+            mt = LINE.match(ln)
+            if not mt:
+                continue
+            shape = tuple(int(v) for v in mt["shape"].split("x"))
+            toks = mt["rest"].split()
+            for name, val in zip(toks[::2], toks[1::2]):
+                times[shape][name].append(float(val))
+    return {s: {v: statistics.median(t) for v, t in per.items()} for s, per in times.items()}
+
+
+def pick(m, n, k, sms, margins, split_many, widths=cuda_gemm.GLOBAL_BNS):
+    """The model's (width, split) with the given constants (cuda_gemm._global_tile_cost's formula)."""
+    nk = math.ceil(k / cuda_gemm.K_TILE)
+    few = cuda_gemm.global_mtiles(m) <= cuda_gemm.GLOBAL_FEW_MTILES
+
+    def cost(bn):
+        split = cuda_gemm.global_split(m, n, k, 1, sms, bn)
+        waves = math.ceil(cuda_gemm.global_tiles(m, n, 1, bn) * split / sms)
+        if few:
+            return waves * bn * (math.ceil(nk / split) + cuda_gemm.GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn
+        return waves * bn * (math.ceil(nk / split) + split_many * (split > 1)) / margins[bn], -bn
+
+    return -min(cost(bn) for bn in widths)[1]
+
+
+def regrets(data, sms, margins, split_many, prefix="off"):
+    """Per shape: (picked width, best width, the pick's time over the best's - 1)."""
+    out = {}
+    for shape, t in data.items():
+        cand = {bn: t[f"{prefix}#{bn}"] for bn in cuda_gemm.GLOBAL_BNS if f"{prefix}#{bn}" in t}
+        if len(cand) < 2:
+            continue
+        bn = pick(*shape, sms, margins, split_many, tuple(cand))
+        best = min(cand, key=cand.get)
+        out[shape] = (bn, best, cand[bn] / cand[best] - 1)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--sms", type=int, default=132)
+    a = ap.parse_args()
+    data = load(a.files)
+    now = (cuda_gemm.GLOBAL_MARGINS, cuda_gemm.GLOBAL_SPLIT_KSTEPS_MANY)
+    print("shape | pick | best | regret (current constants)")
+    for shape, (bn, best, r) in sorted(regrets(data, a.sms, *now).items()):
+        print(f"{'x'.join(map(str, shape))} | {bn} | {best} | {100 * r:.1f} %")
+        checks = {c: min((v for name, v in data[shape].items() if name.startswith(f"on@{c}")), default=None)
+                  for c in ("rows", "tiles")}
+        if None not in checks.values():
+            auto = cuda_gemm.global_check(*shape, 1, a.sms)
+            fast = min(checks, key=checks.get)
+            print(f"    check: auto {auto}, faster {fast} ({100 * (checks[auto] / checks[fast] - 1):.1f} % regret)")
+    grid = []
+    for m192, m128, s in itertools.product((0.88, 0.92, 0.96, 1.0), (0.8, 0.83, 0.87, 0.9, 0.94), (4, 7, 10, 13)):
+        r = regrets(data, a.sms, {256: 1.0, 192: m192, 128: m128}, s)
+        grid.append((sum(v[2] for v in r.values()), max(v[2] for v in r.values()), m192, m128, s))
+    r = regrets(data, a.sms, *now)
+    print(f"\ncurrent constants: total regret {100 * sum(v[2] for v in r.values()):.1f} %, "
+          f"worst {100 * max(v[2] for v in r.values()):.1f} %")
+    print("total regret | worst | margin 192 | margin 128 | split k-steps (many rows)")
+    for tot, worst, m192, m128, s in sorted(grid)[:12]:
+        print(f"{100 * tot:.1f} % | {100 * worst:.1f} % | {m192} | {m128} | {s}")
+
+
+if __name__ == "__main__":
+    main()
