@@ -1,6 +1,8 @@
 """The global scheme's width / split model and check rule (ftcompile/ops/cuda_gemm.py: global_tile,
 global_check) against measured times: knob_ab.py output with the variants off#256, off#192,
-off#128 (each width at its own automatic split) and, for the check, on@rows#<w> / on@tiles#<w>.
+off#128 (each width at its own automatic split), off#<w>/<split> (other splits: the model takes
+each width's largest, global_split; the cost formula prices any) and, for the check, on@rows /
+on@tiles (either with a width).
 Prints, per shape, the model's pick and the measured best with the pick's regret (its time over
 the best's), then a grid of the model's constants (the margins of 192 and 128, the many-row
 split's k-steps) ranked by the total regret over the shapes.
@@ -37,31 +39,39 @@ def load(paths):
     return {s: {v: statistics.median(t) for v, t in per.items()} for s, per in times.items()}
 
 
-def pick(m, n, k, sms, margins, split_many, widths=cuda_gemm.GLOBAL_BNS):
-    """The model's (width, split) with the given constants (cuda_gemm._global_tile_cost's formula)."""
+def model_cost(m, n, k, sms, margins, split_many, bn, split):
+    """The model's cost of (width, split) (cuda_gemm._global_tile_cost's formula, any split)."""
     nk = math.ceil(k / cuda_gemm.K_TILE)
-    few = cuda_gemm.global_mtiles(m) <= cuda_gemm.GLOBAL_FEW_MTILES
+    waves = math.ceil(cuda_gemm.global_tiles(m, n, 1, bn) * split / sms)
+    if cuda_gemm.global_mtiles(m) <= cuda_gemm.GLOBAL_FEW_MTILES:
+        return waves * bn * (math.ceil(nk / split) + cuda_gemm.GLOBAL_SPLIT_KSTEPS * (split > 1))
+    return waves * bn * (math.ceil(nk / split) + split_many * (split > 1)) / margins[bn]
 
-    def cost(bn):
-        split = cuda_gemm.global_split(m, n, k, 1, sms, bn)
-        waves = math.ceil(cuda_gemm.global_tiles(m, n, 1, bn) * split / sms)
-        if few:
-            return waves * bn * (math.ceil(nk / split) + cuda_gemm.GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn
-        return waves * bn * (math.ceil(nk / split) + split_many * (split > 1)) / margins[bn], -bn
 
-    return -min(cost(bn) for bn in widths)[1]
+def candidates(shape, t, sms, prefix="off"):
+    """{(width, split): time} of the measured variants "off#W" (W at its automatic split) and
+    "off#W/S"."""
+    out = {}
+    for name, v in t.items():
+        mt = re.fullmatch(rf"{prefix}#(\d+)(?:/(\d+))?", name)
+        if mt:
+            bn = int(mt[1])
+            split = int(mt[2]) if mt[2] else cuda_gemm.global_split(*shape, 1, sms, bn)
+            out[(bn, split)] = v
+    return out
 
 
 def regrets(data, sms, margins, split_many, prefix="off"):
-    """Per shape: (picked width, best width, the pick's time over the best's - 1)."""
+    """Per shape: (the model's pick among the measured candidates, the fastest, the pick's time over
+    the fastest's - 1). Ties keep the wider tile, then the smaller split."""
     out = {}
     for shape, t in data.items():
-        cand = {bn: t[f"{prefix}#{bn}"] for bn in cuda_gemm.GLOBAL_BNS if f"{prefix}#{bn}" in t}
+        cand = candidates(shape, t, sms, prefix)
         if len(cand) < 2:
             continue
-        bn = pick(*shape, sms, margins, split_many, tuple(cand))
+        pick = min(cand, key=lambda c: (model_cost(*shape, sms, margins, split_many, *c), -c[0], c[1]))
         best = min(cand, key=cand.get)
-        out[shape] = (bn, best, cand[bn] / cand[best] - 1)
+        out[shape] = (pick, best, cand[pick] / cand[best] - 1)
     return out
 
 
@@ -72,9 +82,9 @@ def main():
     a = ap.parse_args()
     data = load(a.files)
     now = (cuda_gemm.GLOBAL_MARGINS, cuda_gemm.GLOBAL_SPLIT_KSTEPS_MANY)
-    print("shape | pick | best | regret (current constants)")
-    for shape, (bn, best, r) in sorted(regrets(data, a.sms, *now).items()):
-        print(f"{'x'.join(map(str, shape))} | {bn} | {best} | {100 * r:.1f} %")
+    print("shape | pick (width, split) | fastest | regret (current constants)")
+    for shape, (pk, best, r) in sorted(regrets(data, a.sms, *now).items()):
+        print(f"{'x'.join(map(str, shape))} | {pk} | {best} | {100 * r:.1f} %")
         checks = {c: min((v for name, v in data[shape].items() if name.startswith(f"on@{c}")), default=None)
                   for c in ("rows", "tiles")}
         if None not in checks.values():
