@@ -25,7 +25,7 @@ LINE = re.compile(r"^\S+#\d+ (?P<shape>\d+x\d+x\d+): (?P<rest>.*)$")
 
 
 def load(paths):
-    """{(m, n, k): {variant: median time (ms)}} over every round of every file."""
+    """{(m, n, k): {variant: median time (us, as knob_ab.py prints)}} over every round of every file."""
     times = defaultdict(lambda: defaultdict(list))
     for p in paths:
         for ln in Path(p).read_text().splitlines():
