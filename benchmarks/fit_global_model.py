@@ -1,7 +1,7 @@
 """The global scheme's width / split model and check rule (ftcompile/ops/cuda_gemm.py: global_tile,
 global_check) against measured times: knob_ab.py output with the variants off#256, off#192,
 off#128 (each width at its own automatic split), off#<w>/<split> (other splits: the model takes
-each width's largest, global_split; the cost formula prices any) and, for the check, on@rows /
+each width's largest, global_split; cuda_gemm.global_cost prices any) and, for the check, on@rows /
 on@tiles (either with a width).
 Prints, per shape, the model's pick and the measured best with the pick's regret (its time over
 the best's), then a grid of the model's constants (the margins of 192 and 128, the many-row
@@ -11,15 +11,12 @@ split's k-steps) ranked by the total regret over the shapes.
 """
 import argparse
 import itertools
-import math
 import re
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ftcompile.ops import cuda_gemm  # noqa: E402
+from ftcompile.ops import cuda_gemm
 
 LINE = re.compile(r"^\S+#\d+ (?P<shape>\d+x\d+x\d+): (?P<rest>.*)$")
 
@@ -37,15 +34,6 @@ def load(paths):
             for name, val in zip(toks[::2], toks[1::2]):
                 times[shape][name].append(float(val))
     return {s: {v: statistics.median(t) for v, t in per.items()} for s, per in times.items()}
-
-
-def model_cost(m, n, k, sms, margins, split_many, bn, split):
-    """The model's cost of (width, split) (cuda_gemm._global_tile_cost's formula, any split)."""
-    nk = math.ceil(k / cuda_gemm.K_TILE)
-    waves = math.ceil(cuda_gemm.global_tiles(m, n, 1, bn) * split / sms)
-    if cuda_gemm.global_mtiles(m) <= cuda_gemm.GLOBAL_FEW_MTILES:
-        return waves * bn * (math.ceil(nk / split) + cuda_gemm.GLOBAL_SPLIT_KSTEPS * (split > 1))
-    return waves * bn * (math.ceil(nk / split) + split_many * (split > 1)) / margins[bn]
 
 
 def candidates(shape, t, sms, prefix="off"):
@@ -69,7 +57,7 @@ def regrets(data, sms, margins, split_many, prefix="off"):
         cand = candidates(shape, t, sms, prefix)
         if len(cand) < 2:
             continue
-        pick = min(cand, key=lambda c: (model_cost(*shape, sms, margins, split_many, *c), -c[0], c[1]))
+        pick = min(cand, key=lambda c: (cuda_gemm.global_cost(*shape, 1, sms, *c, margins, split_many), -c[0], c[1]))
         best = min(cand, key=cand.get)
         out[shape] = (pick, best, cand[pick] / cand[best] - 1)
     return out

@@ -752,23 +752,29 @@ def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
     return bn, split
 
 
+def global_cost(m: int, n: int, k: int, wb: int, num_sms: int, bn: int, split: int,
+                margins: Optional[Dict[int, float]] = None, split_ksteps_many: Optional[int] = None) -> float:
+    """The width model's cost of (width, split) (see global_tile): waves x width x k-steps per unit,
+    a split counted GLOBAL_SPLIT_KSTEPS (few rows) or GLOBAL_SPLIT_KSTEPS_MANY k-steps more, divided
+    by the width's margin where the call has many rows. ``margins``, ``split_ksteps_many``: other
+    constants than the module's (benchmarks/fit_global_model.py fits them)."""
+    margins = GLOBAL_MARGINS if margins is None else margins
+    many = GLOBAL_SPLIT_KSTEPS_MANY if split_ksteps_many is None else split_ksteps_many
+    waves = math.ceil(global_tiles(m, n, wb, bn) * split / num_sms)
+    steps = math.ceil(math.ceil(k / K_TILE) / split)
+    if global_mtiles(m) <= GLOBAL_FEW_MTILES:
+        return waves * bn * (steps + GLOBAL_SPLIT_KSTEPS * (split > 1))
+    return waves * bn * (steps + many * (split > 1)) / margins[bn]
+
+
 @functools.lru_cache(maxsize=4096)
 def _global_tile_cost(m: int, n: int, k: int, wb: int, num_sms: int,
                       widths: Tuple[int, ...]) -> Tuple[float, int, int]:
-    """(estimated cost, width, split) of the cheapest of ``widths`` (see global_tile)."""
-    nk = math.ceil(k / K_TILE)
-    few_rows = global_mtiles(m) <= GLOBAL_FEW_MTILES
-
-    def cost(bn):
-        split = global_split(m, n, k, wb, num_sms, bn)
-        waves = math.ceil(global_tiles(m, n, wb, bn) * split / num_sms)
-        if few_rows:
-            return waves * bn * (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS * (split > 1)), -bn, split
-        steps = math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS_MANY * (split > 1)
-        return waves * bn * steps / GLOBAL_MARGINS[bn], -bn, split
-
-    c, neg_bn, split = min(cost(bn) for bn in widths)
-    return c, -neg_bn, split
+    """(estimated cost, width, split) of the cheapest of ``widths`` (see global_tile); ties keep the
+    wider."""
+    splits = {bn: global_split(m, n, k, wb, num_sms, bn) for bn in widths}
+    c, neg_bn = min((global_cost(m, n, k, wb, num_sms, bn, splits[bn]), -bn) for bn in widths)
+    return c, -neg_bn, splits[-neg_bn]
 
 
 def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS) -> str:
