@@ -837,9 +837,34 @@ struct TileTerms {
   }
 };
 
+// This thread's output row sums over a tile (rows r_lo: a, r_hi: b), plain (s1) and, WEIGHTED,
+// weighted by the tile-local position / W_DEN (s2; weights <= 1: a huge faulty value cannot
+// overflow it). Column 8 j + 2 q + e weighs (8 j + 2 q + e + 1) / 256 = j / 32 + (2 q + 1) / 256 +
+// e / 256: summed as three parts with constant coefficients (per-lane weight tables were hoisted
+// out of the tile loop by ptxas and spilled). Not yet quad-reduced.
+template <int BN, bool WEIGHTED>
+__device__ __forceinline__ void row_sums(const float* acc, int q, float& s1a, float& s1b, float& s2a, float& s2b) {
+  float ta = 0.f, tb = 0.f, ua = 0.f, ub = 0.f;
+  s1a = s1b = 0.f;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const float pa = acc[4 * j] + acc[4 * j + 1], pb = acc[4 * j + 2] + acc[4 * j + 3];
+    s1a += pa; s1b += pb;
+    if constexpr (WEIGHTED) {
+      ta = fmaf((float)j * (1.f / 32), pa, ta); tb = fmaf((float)j * (1.f / 32), pb, tb);
+      ua += acc[4 * j + 1]; ub += acc[4 * j + 3];
+    }
+  }
+  static_assert(W_DEN == 256, "the weights' parts above: 8 j / W_DEN = j / 32");
+  const float wq = (float)(2 * q + 1) * (1.f / W_DEN);
+  s2a = WEIGHTED ? ta + fmaf(wq, s1a, ua * (1.f / W_DEN)) : 0.f;
+  s2b = WEIGHTED ? tb + fmaf(wq, s1b, ub * (1.f / W_DEN)) : 0.f;
+}
+
 // Tile-local check of one warp's 16 rows of a tile, after its store: each row's output sum over
-// the tile (s1, and s2 weighted by position / W_DEN, quad-reduced) against the checksum columns
-// (cs: the last n8 block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
+// the tile (s1, quad-reduced; acc: the tile's accumulators, from which a warp with a flagged row
+// takes the weighted sums s2 for the correction) against the checksum columns (cs: the last n8
+// block of the accumulators; this thread holds columns 2q, 2q + 1 of rows r_lo
 // (cs[0], cs[1]) and r_hi (cs[2], cs[3]): 0-2 the hi / mid / lo parts of x . sum W, 3-5 of the
 // weighted sum, 6 sum x), with the V-ABFT threshold of BN terms from x's mean and range (xmx,
 // xmn: rows r_lo, r_hi). Flagged rows are counted by lane 0 and, under the policies that correct,
@@ -847,11 +872,12 @@ struct TileTerms {
 // tile is not the CTA's last unit (hand_over), otherwise by the warp after its tile loop (kFixerRow
 // / kOwnRow, fix_listed); rows with non-finite inputs mark the CTA (sm.bad).
 template <typename T, int BN>
-__device__ __forceinline__ void check_tile_rows(const Args& args, const float* cs, const float (&xmx)[2],
+__device__ __forceinline__ void check_tile_rows(const Args& args, const float* acc, const float (&xmx)[2],
                                                 const float (&xmn)[2], Smem& sm, const TileCoord& c, int64_t M,
-                                                int tn_n, int64_t row_w, int lane, float s1a, float s1b, float s2a, float s2b,
+                                                int tn_n, int64_t row_w, int lane, float s1a, float s1b,
                                                 const TileTerms& tt, TileFix* list, int& nfix, bool hand_over) {
   const int q = lane % 4;
+  const float* cs = acc + BN / 2;
   float c1a = q == 0 ? cs[0] + cs[1] : (q == 1 ? cs[0] : 0.f), c1b = q == 0 ? cs[2] + cs[3] : (q == 1 ? cs[2] : 0.f);
   float c2a = q == 1 ? cs[1] : (q == 2 ? cs[0] + cs[1] : 0.f), c2b = q == 1 ? cs[3] : (q == 2 ? cs[2] + cs[3] : 0.f);
   float sxa = q == 3 ? cs[0] : 0.f, sxb = q == 3 ? cs[2] : 0.f;
@@ -887,6 +913,16 @@ __device__ __forceinline__ void check_tile_rows(const Args& args, const float* c
   if (!(flag_a | flag_b)) return;
   if (lane == 0) add_outcomes(args, __popc(flag_a) + __popc(flag_b), 0, 0);
   if (args.policy != kCorrect && args.policy != kRecompute) return;
+  // The weighted row sums, for the flagged rows' correction (the whole warp: the flags are ballots).
+  float s2a, s2b;
+  {
+    float s1x, s1y;
+    row_sums<BN, true>(acc, q, s1x, s1y, s2a, s2b);
+#pragma unroll
+    for (int o = 1; o < 4; o <<= 1) {
+      s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
+    }
+  }
   // each flagged row's quad leader writes its entry (in lane order), past FIX_WARP only counted
   const unsigned before = (1u << lane) - 1u;
   const int ia = nfix + __popc(flag_a & before), ib = nfix + __popc(flag_a) + __popc(flag_b & before);
@@ -1178,25 +1214,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     if constexpr (INJECT) {  // a build of its own: its registers made ptxas spill the hot values
       for (int i = 0; i < args.n_inj; ++i) inject_tile<T, BN>(acc, args, args.inj[i], c, r_lo, lane);
     }
-    // Output row sums, plain (s1) and weighted by the tile-local position / W_DEN (s2; weights <= 1:
-    // a huge faulty value cannot overflow it). Column 8 j + 2 q + e weighs (8 j + 2 q + e + 1) / 256
-    // = j / 32 + (2 q + 1) / 256 + e / 256: summed as three parts with constant coefficients (per-lane
-    // weight tables were hoisted out of the tile loop by ptxas and spilled).
+    // Output row sums (row_sums): the tile-local check takes the weighted one (s2, which locates a
+    // faulty column) only for a warp with a flagged row (check_tile_rows), the row check always (its
+    // verifier needs both).
     float s1a = 0.f, s1b = 0.f, s2a = 0.f, s2b = 0.f;
-    if constexpr (PROTECT && !(FTG_ABLATE & 4)) {
-      float ta = 0.f, tb = 0.f, ua = 0.f, ub = 0.f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const float pa = acc[4 * j] + acc[4 * j + 1], pb = acc[4 * j + 2] + acc[4 * j + 3];
-        s1a += pa; s1b += pb;
-        ta = fmaf((float)j * (1.f / 32), pa, ta); tb = fmaf((float)j * (1.f / 32), pb, tb);
-        ua += acc[4 * j + 1]; ub += acc[4 * j + 3];
-      }
-      static_assert(W_DEN == 256, "the weights' parts above: 8 j / W_DEN = j / 32");
-      const float wq = (float)(2 * q + 1) * (1.f / W_DEN);
-      s2a = ta + fmaf(wq, s1a, ua * (1.f / W_DEN));
-      s2b = tb + fmaf(wq, s1b, ub * (1.f / W_DEN));
-    }
+    if constexpr (PROTECT && !(FTG_ABLATE & 4)) row_sums<BN, !LOCAL>(acc, q, s1a, s1b, s2a, s2b);
     // Round and store through the warp's staging buffer: 16-byte stores of whole row segments.
     // y's row stride, read per tile (opaque: kept live across the tile loop, it took a register the
     // epilogue then spilled); the warp's rows of the tile from one pointer and 32-bit offsets (the
@@ -1236,14 +1258,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int o = 1; o < 4; o <<= 1) {
         s1a += __shfl_xor_sync(0xffffffffu, s1a, o); s1b += __shfl_xor_sync(0xffffffffu, s1b, o);
-        s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
+        if constexpr (!LOCAL) {
+          s2a += __shfl_xor_sync(0xffffffffu, s2a, o); s2b += __shfl_xor_sync(0xffffffffu, s2b, o);
+        }
       }
       if constexpr (LOCAL) {
         if (FTG_ABLATE & 1) continue;
         float xmx[2], xmn[2];
         fr.joined(0, xmx[0], xmn[0]);
         fr.joined(1, xmx[1], xmn[1]);
-        check_tile_rows<T, BN>(args, acc + BN / 2, xmx, xmn, sm, c, g.M, g.tn_n, row_w, lane, s1a, s1b, s2a, s2b, tt,
+        check_tile_rows<T, BN>(args, acc, xmx, xmn, sm, c, g.M, g.tn_n, row_w, lane, s1a, s1b, tt,
                                sm.tfix + (wgc * 4 + wi) * FIX_WARP, nfix, t + g.ncl < g.total);
         continue;
       }
