@@ -83,6 +83,13 @@ GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS, GLOBAL_SPLIT_KSTEPS_MANY = 2, 4, 10
 GLOBAL_CHECK = os.environ.get("FTCOMPILE_GLOBAL_CHECK", "auto")
 TILE_CHECK_BNS = (192, 128)  # its widths: the wgmma is n200 / n136 with the checksum columns
 TILE_CHECK_FEW_ROWS_W_BYTES = 32 << 20  # two M-tiles: the tile check up to this weight (global_check)
+# At K <= 3072, in calls of at most TILE_CHECK_SLACK_WAVES waves, the row check's tail (paid once a
+# call) weighs more than the tile check's per-tile cost, so the tile check is taken while its width
+# costs at most TILE_CHECK_SLACK times the unprotected kernel's best: 4096x3072x768 (3 waves; tiles
+# on 192 against rows on 256, 1.087 in the model) is 1-4.5 % faster with the tile check in runs
+# 60e-65c; 2048^3 (1.205) is not; 8192x3072x768 (6 waves) is level, and GPT-2's LM head,
+# 4096x50257x768 (48 waves), 11 % slower (run 65c).
+TILE_CHECK_SLACK, TILE_CHECK_SLACK_WAVES = 1.1, 4
 TILE_CHECK_ROWS = 8  # per N-tile: sum and weighted sum of its W rows, each hi/mid/lo; ones; zeros
 W_DEN = 256  # the weighted sums weigh tile column c by (c + 1) / W_DEN (global_gemm.cu)
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
@@ -784,10 +791,11 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     1.193 -> 1.142, the row check still cheaper at K >= 4096 but for 2048x1024x4096; at 256 wide,
     its checksums from a second wgmma, it loses to the row check by 4-12 %, run 38a); the row
     check 2-8 % at long K but 20-50 % at K <= 3072 (its cross-CTA tail). So: the tile check where
-    K <= 3072 and its widths (192, 128) cost no more waves x width than the unprotected kernel's
-    best (run 25h, rows -> tiles: 8192x2304x768 1.35 -> 1.28x cuBLAS, 4096x768x768 1.60 -> 1.24,
-    1024^3 2.32 -> 1.95); the row check at longer K, where 256-wide
-    tiles are cheaper (2048^3). With few rows (bandwidth-bound) the row check's tail, every
+    K <= 3072 and its widths (192, 128) cost no more waves x width than the unprotected kernel's best,
+    or in calls of few waves at most TILE_CHECK_SLACK times more (run 25h, rows -> tiles:
+    8192x2304x768 1.35 -> 1.28x cuBLAS, 4096x768x768 1.60 -> 1.24, 1024^3 2.32 -> 1.95; run 65a:
+    4096x3072x768 -4 %); the row check at longer K, and where 256-wide tiles are much cheaper
+    (2048^3). With few rows (bandwidth-bound) the row check's tail, every
     N-tile's sums landed before one CTA verifies the rows, is most of its cost: the tile check wins
     with one M-tile at any K and with two on weights up to TILE_CHECK_FEW_ROWS_W_BYTES (run 26a:
     128x4096^2 23.6 -> 21.4 us, GPT-2 layers at M = 128-256 13 -> 10.6); above that its per-tile
@@ -807,7 +815,43 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
     one_wave = global_tiles(m, n, wb, bn) * split <= num_sms
     if k > 3072 and not (one_wave and 2 * n * k * wb <= TILE_CHECK_FEW_ROWS_W_BYTES):
         return "rows"
-    return "tiles" if tiles <= _global_tile_cost(m, n, k, wb, num_sms, allowed)[0] else "rows"
+    best, best_bn, best_split = _global_tile_cost(m, n, k, wb, num_sms, allowed)
+    few_waves = global_tiles(m, n, wb, best_bn) * best_split <= TILE_CHECK_SLACK_WAVES * num_sms
+    slack = TILE_CHECK_SLACK if k <= 3072 and few_waves else 1.0
+    return "tiles" if tiles <= slack * best else "rows"
+
+
+def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS,
+                protect: bool = True, check: Optional[str] = None, bn: Optional[int] = None) -> Tuple[str, int]:
+    """(check, tile width) of a global call: the check "auto" (GLOBAL_CHECK unless given) takes
+    (global_check) and the width the model takes among that check's widths, unless given."""
+    check = check or GLOBAL_CHECK
+    if check not in ("auto", "rows", "tiles"):
+        raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
+    if check == "auto":
+        check = "rows" if bn == 256 else global_check(m, n, k, wb, num_sms, allowed)
+    widths = tuple(b for b in (TILE_CHECK_BNS if protect and check == "tiles" else GLOBAL_BNS) if b in allowed)
+    bn = bn or global_tile(m, n, k, wb, num_sms, widths)[0]
+    if bn not in widths:
+        raise ValueError(f"ftcompile: global kernel tile width {bn} with the {check} check (one of {widths})")
+    return check, bn
+
+
+THREAD_KERNEL_NAMES = {"stream": "the streaming kernel", "thin": "the thin kernel (W x^T on wgmma)",
+                       "ring": "the ring kernel"}
+
+
+def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
+                allowed: Tuple[int, ...] = GLOBAL_BNS) -> str:
+    """Which kernel configuration the launcher takes for a call of this shape (explain's note):
+    for the global scheme its tile, K split and check, for the thread scheme its kernel."""
+    k = (k + 7) // 8 * 8  # the launcher's K (x and W padded to 16-byte rows)
+    if scheme == "thread":
+        return f"kernel: {THREAD_KERNEL_NAMES[thread_kernel(m, n, k, wb, num_sms)]}"
+    check, bn = global_plan(m, n, k, wb, num_sms, allowed)
+    split = max(1, min(global_split(m, n, k, wb, num_sms, bn), math.ceil(k / K_TILE)))
+    return (f"kernel: {GLOBAL_BM}x{bn} tiles{f', K split {split}' if split > 1 else ''}, "
+            f"{'tile-local' if check == 'tiles' else 'row'} check")
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -954,19 +998,10 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.split = max(1, min(split or sp_auto, math.ceil(k / (K_TILE * a.nbox))))
         chains = (NCW // a.wm) * a.split
     else:
-        check = check or GLOBAL_CHECK
-        if check not in ("auto", "rows", "tiles"):
-            raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
         # a group's member boundaries on whole tiles (at least the narrowest: group_fallback_reason)
         allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
-        if check == "auto":
-            check = "rows" if bn == 256 else global_check(m, n, k, wb, a.num_sms, allowed)
+        check, a.bn = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn)
         a.local = int(protect and check == "tiles")
-        widths = tuple(b for b in (TILE_CHECK_BNS if a.local else GLOBAL_BNS) if b in allowed)
-        a.bn = bn or global_tile(m, n, k, wb, a.num_sms, widths)[0]
-        if a.bn not in widths:
-            raise ValueError(f"ftcompile: global kernel tile width {a.bn} with the {check} check "
-                             f"(one of {widths})")
         a.groups = len(members) if group else 1
         if group:
             for j, (w, col) in enumerate(zip(members[1:], bounds[:-1])):
