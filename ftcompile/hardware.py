@@ -28,6 +28,9 @@ class DeviceSpec:
     measured: bool = False
     # CUDA compute capability: ftcompile's kernels run on (9, 0) only (None: not known)
     capability: Optional[Tuple[int, int]] = None
+    # Streaming multiprocessors: the GEMM kernels' tile and check choices depend on them (explain
+    # names the choice where it is known; None: not known)
+    sms: Optional[int] = None
 
     def peak(self, dtype: torch.dtype) -> float:
         key = dtype_key(dtype)
@@ -50,9 +53,9 @@ def dtype_key(dtype: torch.dtype) -> str:
     return key
 
 
-def _gpu(name, cc, fp32, tf32, fp16, bf16, bw_gbs, *match) -> DeviceSpec:
+def _gpu(name, cc, fp32, tf32, fp16, bf16, bw_gbs, *match, sms=None) -> DeviceSpec:
     return DeviceSpec(name, {"fp32": fp32 * T, "tf32": tf32 * T, "fp16": fp16 * T, "bf16": bf16 * T},
-                      bw_gbs * G, tuple(match), capability=cc)
+                      bw_gbs * G, tuple(match), capability=cc, sms=sms)
 
 
 # Dense rates from the vendors' datasheets. T4 has no bf16 tensor cores: bf16 runs at the fp32 rate.
@@ -62,9 +65,9 @@ DEVICE_TABLE: Dict[str, DeviceSpec] = {s.name: s for s in [
     _gpu("L4", (8, 9), 30.3, 60, 121, 121, 300, "L4"),
     _gpu("A100-40GB", (8, 0), 19.5, 156, 312, 312, 1555, "A100-SXM4-40GB", "A100-PCIE-40GB", "A100 40GB"),
     _gpu("A100-80GB", (8, 0), 19.5, 156, 312, 312, 2039, "A100-SXM4-80GB", "A100 80GB", "A100-PCIE-80GB"),
-    _gpu("H100-SXM", (9, 0), 67, 494.7, 989.4, 989.4, 3350, "H100 80GB HBM3", "H100 SXM"),
-    _gpu("H100-PCIe", (9, 0), 51, 378, 756, 756, 2000, "H100 PCIe"),
-    _gpu("H200", (9, 0), 67, 494.7, 989.4, 989.4, 4800, "H200"),
+    _gpu("H100-SXM", (9, 0), 67, 494.7, 989.4, 989.4, 3350, "H100 80GB HBM3", "H100 SXM", sms=132),
+    _gpu("H100-PCIe", (9, 0), 51, 378, 756, 756, 2000, "H100 PCIe", sms=114),
+    _gpu("H200", (9, 0), 67, 494.7, 989.4, 989.4, 4800, "H200", sms=132),
     _gpu("L40S", (8, 9), 91.6, 183, 362, 362, 864, "L40S"),
     _gpu("RTX4090", (8, 9), 82.6, 82.6, 165.2, 165.2, 1008, "RTX 4090"),
     # A nominal two-socket-class CPU core budget; used when the graph runs on the CPU. Selection on
@@ -119,7 +122,8 @@ def measure(device_index: int = 0) -> DeviceSpec:
     except ValueError:  # not in the table: the measurement is all there is
         base = "gpu"
     return DeviceSpec(f"{base} (measured)", flops, bw, (), "gpu", measured=True,
-                      capability=torch.cuda.get_device_capability(dev))
+                      capability=torch.cuda.get_device_capability(dev),
+                      sms=torch.cuda.get_device_properties(dev).multi_processor_count)
 
 
 def resolve(device: Union[None, str, DeviceSpec], tensor_device: Optional[torch.device]) -> DeviceSpec:

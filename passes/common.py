@@ -16,6 +16,7 @@ from ftcompile.config import FTConfig
 from ftcompile.cost import Cost
 from ftcompile.hardware import DeviceSpec
 from ftcompile.ops import layout, support
+from ftcompile.ops.cuda_gemm import GLOBAL_BNS
 from ftcompile.report import SiteRecord
 from ftcompile.selection import SUPPORTED_DTYPES, Decision, select
 
@@ -150,6 +151,15 @@ def note_runs(ctx: PassContext, record: SiteRecord, verdict: Tuple[str, Optional
     record.runs = runs
     if note and ctx.spec.device_class != "cpu":
         record.reason += f"; {note}" if runs == support.KERNEL else f"; on {ctx.spec.name} it runs the reference op: {note}"
+
+
+def note_gemm_kernel(ctx: PassContext, record: SiteRecord, x: torch.Tensor, n: int, k: int, wb: int = 1,
+                     allowed: Tuple[int, ...] = GLOBAL_BNS) -> None:
+    """Where a linear site runs a GEMM kernel on the target: which configuration (support.gemm_note),
+    as the launcher will choose it for these shapes."""
+    note = support.gemm_note(ctx.spec, record.scheme, x, n, k, wb, allowed) if record.runs == support.KERNEL else None
+    if note:
+        record.reason += f"; {note}"
 
 
 def register_site(ctx: PassContext, record: SiteRecord, static_weight: bool = True) -> int:

@@ -21,7 +21,7 @@ from ftcompile.ops import layout, support
 
 from . import linear_group
 from .common import (LINEARS, MATMUL_METHODS, MATMULS, PassContext, arg, counters, decide, fake,
-                     is_call, is_parameter, mark, module_path, note_runs, parameter_path,
+                     is_call, is_parameter, mark, module_path, note_gemm_kernel, note_runs, parameter_path,
                      register_site, replace, restride, scalar, shape_str)
 
 OPS = {"global": torch.ops.ftcompile.linear_global.default,
@@ -122,6 +122,8 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
                 and fw_nk.dim() == 2):
             candidates.append(linear_group.Candidate(node, x, w, b, record, int(fw_nk.shape[0])))
             continue
+        wb = fw_nk.shape[0] if fw_nk.dim() == 3 else 1
+        note_gemm_kernel(ctx, record, fx, fw_nk.shape[-2], fw_nk.shape[-1], wb)
         site = register_site(ctx, record, static_weight=is_parameter(w, ctx))
         if record.scheme == "global":
             _replace_global(gm, node, (x, w, b, site, transposed), fw_nk.shape[-2], fx.dtype, record)
@@ -136,7 +138,9 @@ def run(gm: GraphModule, ctx: PassContext) -> GraphModule:
         counters["linear_global"] += len(members)
     for c in candidates:
         if c.node not in grouped:
+            fx = fake(c.x)
+            note_gemm_kernel(ctx, c.record, fx, c.n, fx.shape[-1])
             site = register_site(ctx, c.record, static_weight=True)
-            _replace_global(gm, c.node, (c.x, c.w, c.b, site, False), c.n, fake(c.x).dtype, c.record)
+            _replace_global(gm, c.node, (c.x, c.w, c.b, site, False), c.n, fx.dtype, c.record)
             counters["linear_global"] += 1
     return gm

@@ -21,7 +21,7 @@ from torch.fx import GraphModule, Node
 from ftcompile.ops.cuda_gemm import GLOBAL_BNS, MAX_GROUP
 from ftcompile.report import SiteRecord
 
-from .common import PassContext, new_site
+from .common import PassContext, fake, new_site, note_gemm_kernel
 
 TILE = min(GLOBAL_BNS)  # the narrowest global tile: members but the last span whole ones
 
@@ -90,12 +90,17 @@ def rewrite(gm: GraphModule, ctx: PassContext, members: List[Candidate]) -> None
         if isinstance(val, torch.Tensor):  # the group's output: the members' widths side by side
             new.meta["val"] = val.new_empty(*val.shape[:-1], width)
             new.meta.pop("example_value", None)
+    # the kernel the group runs (its member boundaries on whole tiles, as the launcher allows)
+    ends = [sum(c.n for c in members[:i + 1]) for i in range(len(members) - 1)]
+    allowed = tuple(b for b in GLOBAL_BNS if all(e % b == 0 for e in ends))
     offset = 0
     for c in members:
         others = ", ".join(o.record.name for o in members if o is not c)
         c.record.site_id = site
         c.record.group = name
         c.record.reason += f"; one GEMM with {others} ({width} columns: {name})"
+        fx = fake(c.x)
+        note_gemm_kernel(ctx, c.record, fx, width, fx.shape[-1], allowed=allowed)
         with graph.inserting_before(c.node):
             view = graph.call_function(torch.narrow, (new, -1, offset, c.n))
             view.meta = dict(c.node.meta)

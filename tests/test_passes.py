@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import ftcompile
 from ftcompile import hardware
-from ftcompile.ops import support
+from ftcompile.ops import cuda_gemm, support
 from ftcompile.passes import counters
 from ftcompile.passes.common import fake
 from graph_tools import compile_capture, ft_nodes, ft_ops, unprotected_products
@@ -217,6 +217,33 @@ def test_explain_names_the_decode_kernel_at_decode_shapes(sq, hq, hk, note):
     runs, why = support.attention(spec, q, kv, kv, None, None, True)
     assert runs == "kernel"
     assert (why is None) if note is None else (note in why)
+
+
+def test_explain_names_the_gemm_kernel_configuration():
+    """On an sm_90 target whose SM count the device table knows, a linear site that runs a GEMM
+    kernel says which configuration the launcher takes for its shapes (the global kernel's tile,
+    K split and check, a group's for the group's columns; the thread scheme's kernel); nothing is
+    said on the CPU, where no kernel runs."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = nn.Linear(768, 768), nn.Linear(768, 768), nn.Linear(768, 768)
+            self.fc = nn.Linear(768, 3072)
+
+        def forward(self, x):
+            return self.fc(self.q(x) + self.k(x) * self.v(x))
+
+    model, x = M().to(torch.bfloat16), torch.randn(8, 512, 768, dtype=torch.bfloat16)  # 4096 rows
+    reasons = {r.name: r.reason for r in ftcompile.explain(model, x, device="H200").records}
+    plan = cuda_gemm.kernel_note("global", 4096, 3072, 768, 1, 132)
+    assert plan == "kernel: 128x192 tiles, tile-local check" and reasons["fc"].endswith(plan)
+    assert reasons["k"].endswith(cuda_gemm.kernel_note("global", 4096, 2304, 768, 1, 132))  # {q,k,v}
+    assert cuda_gemm.kernel_note("global", 2048, 4096, 4096, 1, 132) == "kernel: 128x256 tiles, row check"
+    split = cuda_gemm.kernel_note("global", 512, 768, 3072, 1, 132)
+    assert split == "kernel: 128x128 tiles, K split 4, tile-local check"
+    few = ftcompile.explain(model.fc, x[:1, :4], device="H200").records[0]
+    assert few.scheme == "thread" and few.reason.endswith("kernel: the streaming kernel")
+    assert "kernel:" not in str(ftcompile.explain(model, x[:, :16]))
 
 
 def test_explain_counts_graph_breaks():

@@ -57,3 +57,12 @@ def linear(spec: DeviceSpec, x: torch.Tensor, weight_nk: torch.Tensor,
            bias: Optional[torch.Tensor]) -> Tuple[str, Optional[str]]:
     """(runs, why) of a linear site: its weight as [N, K] (or [B, N, K])."""
     return _verdict(spec, lambda: cuda_gemm.call_reason(x, weight_nk, bias))
+
+
+def gemm_note(spec: DeviceSpec, scheme: str, x: torch.Tensor, n: int, k: int, wb: int = 1,
+              allowed: Tuple[int, ...] = cuda_gemm.GLOBAL_BNS) -> Optional[str]:
+    """The GEMM kernel's configuration for a call of x on a [wb,] n x k weight on the target
+    (cuda_gemm.kernel_note), where the target's SM count is known and the shapes are concrete."""
+    if not spec.sms or not all(isinstance(d, int) for d in (*x.shape, n, k, wb)) or x.numel() == 0:
+        return None  # (a symbolic size: the launcher decides per call)
+    return cuda_gemm.kernel_note(scheme, x.numel() // (wb * k), n, k, wb, spec.sms, allowed)
