@@ -823,8 +823,8 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
 
 def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS,
                 protect: bool = True, check: Optional[str] = None, bn: Optional[int] = None) -> Tuple[str, int]:
-    """(check, tile width) of a global call: the check "auto" (GLOBAL_CHECK unless given) takes
-    (global_check) and the width the model takes among that check's widths, unless given."""
+    """(check, tile width) of a global call: the check given, else GLOBAL_CHECK, with "auto"
+    decided by global_check; the width given, else the model's among that check's widths."""
     check = check or GLOBAL_CHECK
     if check not in ("auto", "rows", "tiles"):
         raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
