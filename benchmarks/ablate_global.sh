@@ -44,12 +44,6 @@ from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
 names = sys.argv[1].split(",")
 
-
-def variant(name):
-    name, _, bn = name.partition("#")
-    return r.variant(name, "linear_global", bn=int(bn) if bn else None)
-
-
 shapes = [(8192, 2304, 768), (4096, 768, 3072), (4096, 4096, 4096), (2048, 4096, 4096)]
 if os.environ.get("SHAPES"):
     shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["SHAPES"].split(",")]
@@ -58,7 +52,7 @@ elif "--more" in sys.argv:
                (1024, 1024, 1024), (4096, 2304, 768)]
 for shape in shapes:
     sets = make_sets(*shape, torch.bfloat16, budget=6 << 30)
-    t = graph_times({n: variant(n) for n in names}, sets)
+    t = graph_times({n: r.global_variant(n) for n in names}, sets)
     print("x".join(map(str, shape)), " ".join(f"{n}={v * 1e3:.1f}us" for n, v in t.items()), flush=True)
 PY
 for a in $builds; do

@@ -138,6 +138,12 @@ class Runner:
                                  **({"check": check} if check else {}))
         return call
 
+    def global_variant(self, spec):
+        """A global-scheme variant spelled "name[#width[/split]]" ("off#128/1", "on@tiles#192")."""
+        name, _, shape = spec.partition("#")
+        bn, _, split = shape.partition("/")
+        return self.variant(name, "linear_global", bn=int(bn) if bn else None, split=int(split) if split else None)
+
 
 def record(shape, dtype, variant, ms, copy_gbs):
     m, n, k = shape

@@ -69,9 +69,9 @@ def main():
     ap.add_argument("--sms", type=int, default=132)
     a = ap.parse_args()
     data = load(a.files)
-    now = (cuda_gemm.GLOBAL_MARGINS, cuda_gemm.GLOBAL_SPLIT_KSTEPS_MANY)
+    now = regrets(data, a.sms, cuda_gemm.GLOBAL_MARGINS, cuda_gemm.GLOBAL_SPLIT_KSTEPS_MANY)
     print("shape | pick (width, split) | fastest | regret (current constants)")
-    for shape, (pk, best, r) in sorted(regrets(data, a.sms, *now).items()):
+    for shape, (pk, best, r) in sorted(now.items()):
         print(f"{'x'.join(map(str, shape))} | {pk} | {best} | {100 * r:.1f} %")
         checks = {c: min((v for name, v in data[shape].items() if name.startswith(f"on@{c}")), default=None)
                   for c in ("rows", "tiles")}
@@ -83,9 +83,8 @@ def main():
     for m192, m128, s in itertools.product((0.88, 0.92, 0.96, 1.0), (0.8, 0.83, 0.87, 0.9, 0.94), (4, 7, 10, 13)):
         r = regrets(data, a.sms, {256: 1.0, 192: m192, 128: m128}, s)
         grid.append((sum(v[2] for v in r.values()), max(v[2] for v in r.values()), m192, m128, s))
-    r = regrets(data, a.sms, *now)
-    print(f"\ncurrent constants: total regret {100 * sum(v[2] for v in r.values()):.1f} %, "
-          f"worst {100 * max(v[2] for v in r.values()):.1f} %")
+    print(f"\ncurrent constants: total regret {100 * sum(v[2] for v in now.values()):.1f} %, "
+          f"worst {100 * max(v[2] for v in now.values()):.1f} %")
     print("total regret | worst | margin 192 | margin 128 | split k-steps (many rows)")
     for tot, worst, m192, m128, s in sorted(grid)[:12]:
         print(f"{100 * tot:.1f} % | {100 * worst:.1f} % | {m192} | {m128} | {s}")

@@ -14,7 +14,7 @@ sys.path.insert(0, "benchmarks")
 from bench_gemm import Runner, graph_times, make_sets  # noqa: E402
 
 SHAPES = [(8192, 2304, 768), (4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (8192, 768, 3072)]
-VARIANTS = [("cublas", None), ("off", None), ("off#192", 192), ("off#256", 256), ("on", None)]
+VARIANTS = ["cublas", "off", "off#192", "off#256", "on"]
 
 
 def micro_call(lib):
@@ -34,20 +34,20 @@ def micro_call(lib):
 def main():
     r = Runner()
     lib = ctypes.CDLL(os.environ["PINGPONG_LIB"]) if os.environ.get("PINGPONG_LIB") else None
-    variants = VARIANTS + [("micro", None)] if lib else VARIANTS
+    variants = VARIANTS + ["micro"] if lib else VARIANTS
     print("us per call (bench_gemm protocol); b: with bias, -: without")
-    print("%-16s" % "MxNxK" + "".join("%11s%s" % (n, t) for n, _ in variants for t in "b-"))
+    print("%-16s" % "MxNxK" + "".join("%11s%s" % (n, t) for n in variants for t in "b-"))
     for shape in SHAPES:
         line = "%-16s" % "x".join(map(str, shape))
         times = {}
         for bias in (True, False):
             sets = make_sets(*shape, torch.bfloat16, bias=bias, budget=6 << 30)
             calls = {n: (r.variant("cublas") if n == "cublas" else micro_call(lib) if n == "micro" else
-                         r.variant(n.split("#")[0], "linear_global", bn=bn)) for n, bn in variants}
+                         r.global_variant(n)) for n in variants}
             for n, ms in graph_times(calls, sets).items():
                 times[(n, bias)] = ms * 1e3
             del sets
-        line += "".join("%12.1f" % times[(n, b)] for n, _ in variants for b in (True, False))
+        line += "".join("%12.1f" % times[(n, b)] for n in variants for b in (True, False))
         print(line, flush=True)
 
 

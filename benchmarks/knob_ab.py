@@ -24,17 +24,9 @@ import sys; sys.path.insert(0, "benchmarks")
 import torch
 from bench_gemm import Runner, graph_times, make_sets
 r = Runner()
-
-
-def variant(spec):
-    name, _, shape = spec.partition("#")
-    bn, _, split = shape.partition("/")
-    return r.variant(name, "linear_global", bn=int(bn) if bn else None, split=int(split) if split else None)
-
-
 for m, n, k in %r:
     sets = make_sets(m, n, k, torch.bfloat16, budget=6 << 30)
-    t = graph_times({"cublas": r.variant("cublas"), **{v: variant(v) for v in %r}}, sets)
+    t = graph_times({"cublas": r.variant("cublas"), **{v: r.global_variant(v) for v in %r}}, sets)
     print(f"%s {m}x{n}x{k}: " + "  ".join(f"{l} {v * 1e3:.2f}" for l, v in t.items()), flush=True)
 '''
 

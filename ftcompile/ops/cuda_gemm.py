@@ -822,9 +822,11 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
 
 
 def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS,
-                protect: bool = True, check: Optional[str] = None, bn: Optional[int] = None) -> Tuple[str, int]:
-    """(check, tile width) of a global call: the check given, else GLOBAL_CHECK, with "auto"
-    decided by global_check; the width given, else the model's among that check's widths."""
+                protect: bool = True, check: Optional[str] = None, bn: Optional[int] = None,
+                split: Optional[int] = None) -> Tuple[str, int, int]:
+    """(check, tile width, K split) of a global call: the check given, else GLOBAL_CHECK, with "auto"
+    decided by global_check; the width given, else the model's among that check's widths; the split
+    given, else global_split's, at most K's k-steps."""
     check = check or GLOBAL_CHECK
     if check not in ("auto", "rows", "tiles"):
         raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
@@ -834,7 +836,7 @@ def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[in
     bn = bn or global_tile(m, n, k, wb, num_sms, widths)[0]
     if bn not in widths:
         raise ValueError(f"ftcompile: global kernel tile width {bn} with the {check} check (one of {widths})")
-    return check, bn
+    return check, bn, max(1, min(split or global_split(m, n, k, wb, num_sms, bn), math.ceil(k / K_TILE)))
 
 
 THREAD_KERNEL_NAMES = {"stream": "the streaming kernel", "thin": "the thin kernel (W x^T on wgmma)",
@@ -848,8 +850,7 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     k = (k + 7) // 8 * 8  # the launcher's K (x and W padded to 16-byte rows)
     if scheme == "thread":
         return f"kernel: {THREAD_KERNEL_NAMES[thread_kernel(m, n, k, wb, num_sms)]}"
-    check, bn = global_plan(m, n, k, wb, num_sms, allowed)
-    split = max(1, min(global_split(m, n, k, wb, num_sms, bn), math.ceil(k / K_TILE)))
+    check, bn, split = global_plan(m, n, k, wb, num_sms, allowed)
     return (f"kernel: {GLOBAL_BM}x{bn} tiles{f', K split {split}' if split > 1 else ''}, "
             f"{'tile-local' if check == 'tiles' else 'row'} check")
 
@@ -1000,14 +1001,13 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     else:
         # a group's member boundaries on whole tiles (at least the narrowest: group_fallback_reason)
         allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
-        check, a.bn = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn)
+        check, a.bn, a.split = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn, split)
         a.local = int(protect and check == "tiles")
         a.groups = len(members) if group else 1
         if group:
             for j, (w, col) in enumerate(zip(members[1:], bounds[:-1])):
                 a.gw[j], a.gcol[j] = w.data_ptr(), col
             keep.extend(members)
-        a.split = max(1, min(split or global_split(m, n, k, wb, a.num_sms, a.bn), math.ceil(k / K_TILE)))
         if a.split > 1:
             tiles = global_tiles(m, n, wb, a.bn, a.cluster)
             part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
