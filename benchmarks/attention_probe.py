@@ -35,8 +35,11 @@ print(f"OK err {err:.2e} bound {bound:.2e} {'pass' if err <= bound else 'OVER'} 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--timeout", type=float, default=40)
+    ap.add_argument("--d", type=int, default=0, help="only the cases of this head dim")
     args = ap.parse_args()
     for case in CASES:
+        if args.d and case[4] != args.d:
+            continue
         try:
             r = subprocess.run([sys.executable, "-c", CHILD, repr(case)], capture_output=True, text=True,
                                timeout=args.timeout)
