@@ -30,12 +30,13 @@ cudaError_t launch_bf16_64(const Params& p, bool protect, int mt, cudaStream_t s
 cudaError_t launch_bf16_128(const Params& p, bool protect, int mt, cudaStream_t s);
 cudaError_t launch_fp16_64(const Params& p, bool protect, int mt, cudaStream_t s);
 cudaError_t launch_fp16_128(const Params& p, bool protect, int mt, cudaStream_t s);
-// Query rows per CTA of the wgmma kernel: 64 per consumer warpgroup, 3 warpgroups at d=64, 2 at d=128
-// (B48, a measurement build: -DEFTA_D128_3WG=1 takes 3 at d=128 too).
-#ifndef EFTA_D128_3WG
-#define EFTA_D128_3WG 0
+// Query rows per CTA of the wgmma kernel: 64 per consumer warpgroup, 3 warpgroups at both head dims
+// (B48: at d=128 the third is worth 4-7 % protected from 2K keys on, 9-13 % unprotected: run 66d).
+// -DEFTA_D128_2WG=1 (a measurement build) gives d=128 the two warpgroups it had before.
+#ifndef EFTA_D128_2WG
+#define EFTA_D128_2WG 0
 #endif
-__host__ __device__ constexpr int sm90_block_m(int D) { return D == 64 || EFTA_D128_3WG ? 192 : 128; }
+__host__ __device__ constexpr int sm90_block_m(int D) { return D == 128 && EFTA_D128_2WG ? 128 : 192; }
 // TMA maps of the wgmma kernel: q, k, v [B, H, S, D] and the checksum tensors (protected only).
 struct Maps {
   CUtensorMap q, k, v, kc, vc;

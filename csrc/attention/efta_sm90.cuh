@@ -32,15 +32,16 @@ namespace h90 {
 
 template <int D, bool kProtect>
 struct Lay {
-  // Consumer warpgroups of 64 query rows: 3 at d=64 (more warps to hide the softmax chain; 160
-  // registers each), 2 at d=128 (O alone is 64 registers; 232 each).
+  // Consumer warpgroups of 64 query rows: 3 (more warps to hide the softmax chain; 160 registers
+  // each; at d=128, where O alone is 64 of them, the protected loop spills ~40 values a tile and is
+  // still 4-7 % faster than two warpgroups at 232 registers: NOTES_attention.md B48).
   static constexpr int kCons = sm90_block_m(D) / 64;
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
   // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
   // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
-  // (protected: d=64 ~133 KB, d=128 ~202 KB).
+  // (protected: d=64 ~133 KB, d=128 ~217 KB).
   static constexpr int kStages = 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   // The checksum columns (K^c rows, V^c box); measurement level 4 (EFTA_ABLATE) runs without them.
