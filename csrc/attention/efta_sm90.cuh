@@ -33,8 +33,9 @@ namespace h90 {
 template <int D, bool kProtect>
 struct Lay {
   // Consumer warpgroups of 64 query rows: 3 (more warps to hide the softmax chain; 160 registers
-  // each; at d=128, where O alone is 64 of them, the protected loop spills ~40 values a tile and is
-  // still 4-7 % faster than two warpgroups at 232 registers: NOTES_attention.md B48).
+  // each; at d=128, where O alone is 64 of them, the protected loop makes ~6 local-memory accesses a
+  // tile on its unmasked path, ~40 on the mask tensor's, and is still 4-7 % faster than two
+  // warpgroups at 232 registers: NOTES_attention.md B48).
   static constexpr int kCons = sm90_block_m(D) / 64;
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
