@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run 67a-mini (session 59, on wip/b49-persist: the device time's last 4 minutes): B49 step 1's build, two probe cases
-# with many items a CTA, and one A/B round; the whole of run67a_driver.sh is the next session's.
+# with many items a CTA, and one A/B round (refuted it: NOTES_attention.md, run 67a-mini).
 set -u
 export OUT=${OUT:-/tmp/o} PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/torch_ext MAX_JOBS=16; t0=$(date +%s)
 st() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
