@@ -178,6 +178,20 @@ def test_global_split_follows_the_sweep():
     assert cuda_gemm.global_split(64, 4096, 4096, 2, 132) == 4 and cuda_gemm.global_split(64, 4096, 4096, 8, 132) == 1
 
 
+def test_global_tail_splits_a_part_full_last_wave():
+    """Where the last of several waves is at most half full, only its tiles are split (over the SMs
+    it would leave idle, <= 4 ways, >= 8 k-steps a unit, for a gain of >= 3 % of the call); the
+    tiles before it run whole. Otherwise no split."""
+    assert cuda_gemm.global_tail(2048, 11008, 4096, 1, 132, 256) == (4, 660)  # 688 tiles: 5 waves + 28
+    assert cuda_gemm.global_tail(2048, 5120, 5120, 1, 132, 256) == (2, 264)   # 320: 2 waves + 56
+    assert cuda_gemm.global_tail(1024, 11008, 4096, 1, 132, 256) == (1, 0)   # 344: the last wave 80 of 132
+    assert cuda_gemm.global_tail(1024, 1024, 4096, 1, 132, 256) == (1, 0)    # one part-full wave: global_split's
+    assert cuda_gemm.global_tail(2048, 11008, 768, 1, 132, 256) == (1, 0)    # 12 k-steps: no split keeps 8 a unit
+    assert cuda_gemm.global_tail(2048, 11008, 4096, 1, 132, 256, cluster=2) == (4, 330)  # in cluster tiles
+    note = cuda_gemm.kernel_note("global", 2048, 11008, 4096, 1, 132)
+    assert "the last wave's 28 tiles K split 4" in note, note
+
+
 def test_global_tile_width_follows_the_waves():
     """192-wide tiles where 256-wide ones leave a wave mostly idle (N a few tiles wide: the GPT-2
     shapes of the global table), 256 where both fill their waves alike (NOTES_gemm.md run 19);
@@ -858,6 +872,46 @@ def test_global_split_k(dtype, split, check, monkeypatch):
                 y = run()
             _assert_same_but_corrected(y, clean, dtype)
             faults += 1
+    _assert_graph_replays(run, clean)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("check", ["rows", "tiles"])
+def test_global_tail_split(dtype, check, monkeypatch):
+    """A call of one wave and 4 tiles more (128-wide tiles, two M-tiles): the 4 tiles of the last
+    wave K split over consecutive units, the others whole. Within the 2x rule, equal to the call
+    without the tail split but for those tiles' summation order, protected equal to unprotected, no
+    false alarm; faults in a whole tile and in a split tile detected and corrected; the split
+    tiles' flags reset (repeated calls, CUDA graph replay)."""
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-tail-{dtype}-{check}"
+    s = ftcompile.telemetry.site(site(name))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    m, n, k = 256, 128 * ((sms + 4 + 1) // 2), 1024
+    split, split_from = cuda_gemm.global_tail(m, n, k, 1, sms, 128)
+    assert (split, split_from) == (2, sms), (split, split_from)  # one wave and 4-5 tiles
+    torch.manual_seed(7)
+    x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
+    ref = F.linear(x.double(), w.double(), b.double())
+    torch_err = (F.linear(x, w, b).double() - ref).abs().max()
+    run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=128, **kw)
+    clean = run()
+    assert (clean.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+    assert torch.equal(run(protect=False), clean)
+    assert torch.equal(run(), clean)  # flags were reset: the same again
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_TAIL", False)
+    whole = run()
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_TAIL", True)
+    assert (whole.double() - ref).abs().max() <= 2 * torch_err + 1e-6
+    c0 = 128 * (split_from // 2)  # the raster's last tiles: two M-tiles a column of tiles
+    assert torch.equal(whole[:, :c0], clean[:, :c0])  # only the last wave's tiles changed order
+    assert not torch.equal(whole, clean)  # (they did change it: the tail split ran)
+    faults = 0
+    for col in (5, n - 1):  # a whole tile, a split one (the raster's last: the last N-tiles)
+        faults += _fault_each_stage(name, run, clean, dtype, (m - 3, col), k)
     _assert_graph_replays(run, clean)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0

@@ -89,6 +89,9 @@ struct Args {
   // W is a parameter (the site's static_weight): no kernel that may still run when this one starts
   // writes it, so the thin kernel reads it before its grid-dependency wait.
   int32_t w_static;
+  // global scheme, split > 1: the first cluster tile that is split (0: all of them); the tiles
+  // before it run whole (the last wave's tiles split over its idle SMs: global_gemm.cu split_units).
+  int32_t split_from;
 };
 
 // ---------------------------------------------------------------- row dot products (correction paths)

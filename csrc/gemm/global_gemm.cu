@@ -16,7 +16,8 @@
 // (INJECT). Optional 2-CTA clusters multicast the W half-tiles (args.cluster = 2). Where the tiles
 // leave SMs idle, each tile's K is split over consecutive units (args.split): the last split adds
 // the others' fp32 partial tiles (a self-cleaning workspace, args.part) and finishes the tile as
-// above.
+// above. Where the last of several waves is part-full, only its tiles are split (args.split_from),
+// shared out over the SMs the wave would leave idle.
 //
 // Tile-local check (LOCAL, Args.local; 192- and 128-wide tiles): each tile checks itself, with no
 // workspace, ticket or verifier. W carries 8 checksum rows per N-tile (offline: the tile's column
@@ -445,9 +446,16 @@ __device__ __forceinline__ bool w_evict_first(int tm_n) {
 #endif
 }
 
-// A unit of work: tile (b, mt, nt), K split s of it over k-steps [kb, ke), id: the tile's index
-// among the CTA tiles (its partial slots and flag when K is split).
-struct TileCoord { int b, mt, nt, s, kb, ke, id; };
+// Units of a call of `tiles` cluster tiles: those from `split_from` on are split K-wise into `split`
+// consecutive units each (split_from 0: every tile, where the tiles leave SMs idle; the first tile
+// of the last wave: the last wave's tiles shared out over its idle SMs), the others are one unit.
+__host__ __device__ inline int split_units(int tiles, int split, int split_from) {
+  return split_from + (tiles - split_from) * split;
+}
+
+// A unit of work: tile (b, mt, nt), K split s of its ns over k-steps [kb, ke), id: the tile's index
+// among the split tiles' CTA tiles (its partial slots and flag when K is split).
+struct TileCoord { int b, mt, nt, s, ns, kb, ke, id; };
 // The tile's first own row: a shifted tile's rows [Grid::row0, lo_row) belong to the previous M-tile.
 __device__ __forceinline__ int64_t lo_row(const TileCoord& c) { return (int64_t)c.mt * BM; }
 // Grouped rasterisation: GROUP_M M-tiles sweep N together so W tiles are reused from L2.
@@ -471,7 +479,7 @@ __device__ __forceinline__ TileCoord tile_coord(int t, int tm_n, int tn_n) {
 // shared-memory carve-out leaves L1 little room) inside the k-loop and the epilogue.
 struct Grid {
   int64_t M, N, K;
-  int cl, tm_n, tn_n, nk, tm_c, splits, total, cid, ncl;
+  int cl, tm_n, tn_n, nk, tm_c, splits, tail0, total, cid, ncl;
   uint32_t rank;
   __device__ Grid(const Args& a, int zero, int bn) {
     M = a.M + zero; N = a.N + zero; K = a.K + zero;
@@ -479,8 +487,10 @@ struct Grid {
     rank = cl > 1 ? cluster_rank() : 0u;
     tm_n = cdiv(M, BM); tn_n = cdiv(N, (int64_t)bn); nk = cdiv(K, BK);
     tm_c = cdiv(tm_n, cl);  // M-tiles in units of clusters
-    splits = a.split + zero;  // K splits per tile (units: a tile's splits are consecutive)
-    total = (int)a.batch * tm_c * tn_n * splits; cid = blockIdx.x / cl; ncl = gridDim.x / cl;
+    splits = a.split + zero;  // K splits per split tile (units: a tile's splits are consecutive)
+    tail0 = a.split_from + zero;  // cluster tiles before it run whole (0: every tile is split)
+    total = split_units((int)a.batch * tm_c * tn_n, splits, tail0);
+    cid = blockIdx.x / cl; ncl = gridDim.x / cl;
   }
   // The first row of x that M-tile mt's A box loads. A partial last M-tile loads the last BM rows
   // of x instead of rows past M: TMA fills out-of-bounds rows slowly, ~3 ns a row and stage (129
@@ -497,13 +507,15 @@ struct Grid {
   }
   // A cluster unit -> this CTA's unit (its M-tile may lie past M: it still feeds the multicast).
   __device__ TileCoord tile(int u) const {
-    const int t = u / splits;
+    const bool whole = u < tail0;
+    const int t = whole ? u : tail0 + (u - tail0) / splits;
     TileCoord c = tile_coord(t, tm_c, tn_n);
     c.mt = c.mt * cl + (int)rank;
-    c.s = u - t * splits;
-    c.kb = c.s * nk / splits;
-    c.ke = (c.s + 1) * nk / splits;
-    c.id = t * cl + (int)rank;
+    c.ns = whole ? 1 : splits;
+    c.s = whole ? 0 : u - tail0 - (t - tail0) * splits;
+    c.kb = c.s * nk / c.ns;
+    c.ke = (c.s + 1) * nk / c.ns;
+    c.id = (t - tail0) * cl + (int)rank;
     return c;
   }
   // The first statistics k-step of unit c: the tile's are ks = nt (mod tn_n) (see mainloop).
@@ -1084,7 +1096,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       int seq = 0;
       for (int t = g.cid; t < g.total; t += g.ncl) {
         const TileCoord c = g.tile(t);
-        if (c.s != g.splits - 1) continue;  // only a tile's last split hands it over
+        if (c.s != c.ns - 1) continue;  // only a tile's last split hands it over
         mbar_wait(&sm.epi_full, seq & 1);
         if (warp == 1 && lane == 0) {
           bool last = false;
@@ -1158,14 +1170,14 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (g.cl > 1) mainloop<T, PROTECT, BN, true>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
       else mainloop<T, PROTECT, BN, false>(acc, sm, base, c.kb, c.ke, it, wgc, lane, g.rank, xs, stats_ks, g.tn_n, g.K);
     }
-    if (g.splits > 1) {
+    if (c.ns > 1) {
       // K split over consecutive units: the first splits leave their fp32 partial tile in the
       // workspace (float4 i of consumer thread ct at [i][ct]: coalesced) and count in on the
       // tile's flag; the last split waits for them (they are earlier units, each CTA takes its
       // units in order: no cycle), adds them and goes on as an unsplit tile. The flag is reset
       // for the next call. x statistics are flushed by every split that took some.
       SplitWs sw(args.part, args.part_tiles, g.splits);
-      if (c.s < g.splits - 1) {
+      if (c.s < c.ns - 1) {
         float4* dst = sw.slot(c.id, c.s);
 #pragma unroll
         for (int i = 0; i < TL::NW / 8; ++i)
@@ -1181,11 +1193,11 @@ __global__ void __launch_bounds__(THREADS, 1)
         continue;
       }
       if (ct == 0) {
-        while (ld_acquire_gpu(sw.flag(c.id)) != g.splits - 1) __nanosleep(64);
+        while (ld_acquire_gpu(sw.flag(c.id)) != c.ns - 1) __nanosleep(64);
         *sw.flag(c.id) = 0;
       }
       named_bar_sync(1, 256);
-      for (int sp = 0; sp < g.splits - 1; ++sp) {
+      for (int sp = 0; sp < c.ns - 1; ++sp) {
         const float4* src = sw.slot(c.id, sp);
 #pragma unroll
         for (int i = 0; i < TL::NW / 8; ++i) {
@@ -1324,7 +1336,7 @@ int launch(const Args* a, const CUtensorMap& ta, const WMaps& tb, const CUtensor
   static_assert(SMEM_BYTES <= 227 * 1024, "shared memory per CTA");
   if (cudaError_t e = sm90::allow_smem<kern>(SMEM_BYTES)) return e;
   const int cl = a->cluster;
-  const int total = (int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN) * a->split;  // cluster units
+  const int total = split_units((int)a->batch * cdiv(cdiv(a->M, BM), cl) * cdiv(a->N, BN), a->split, a->split_from);
   const int clusters = total < a->num_sms / cl ? total : a->num_sms / cl;
   return launch_split(kern, dim3((unsigned)(clusters * cl)), THREADS, SMEM_BYTES, a->stream, cl, a->pdl != 0, ta, tb, tc,
                       *a);
@@ -1357,6 +1369,8 @@ extern "C" int ft_gemm_global(const ftg::Args* a) {
   if (a->split < 1 || a->split > ftg::cdiv(a->K, (int64_t)glb::BK) || (a->split > 1 && !a->part)) return FTG_ERR_ARGS;
   const int bn = a->bn ? a->bn : 256;
   if (bn != 256 && bn != 192 && bn != 128) return FTG_ERR_ARGS;
+  const int64_t cluster_tiles = a->batch * ftg::cdiv(ftg::cdiv(a->M, glb::BM), a->cluster) * ftg::cdiv(a->N, bn);
+  if (a->split_from < 0 || a->split_from > cluster_tiles || (a->split_from > 0 && a->split == 1)) return FTG_ERR_ARGS;
   const bool local = a->protect && a->local;  // the tile-local check: 192 or 128 wide, its checksum rows
   if (local && (bn == 256 || !a->lsum)) return FTG_ERR_ARGS;
   if (a->groups < 1 || a->groups > kMaxGroup || (a->groups > 1 && a->batch != 1)) return FTG_ERR_ARGS;

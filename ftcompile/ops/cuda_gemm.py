@@ -75,6 +75,11 @@ GLOBAL_BNS = (256, 192, 128)
 # waves) were 13-24 % slower at 2048x1024x4096, 1024x2048x4096 and 2048x1024x2048 (9-13 k-steps).
 GLOBAL_MARGINS = {256: 1.0, 192: 0.92, 128: 0.83}
 GLOBAL_FEW_MTILES, GLOBAL_SPLIT_KSTEPS, GLOBAL_SPLIT_KSTEPS_MANY = 2, 4, 10
+# A call of several waves whose last wave is part-full splits only that wave's tiles (global_tail):
+# at most this full, each unit >= GLOBAL_TAIL_MIN_KSTEPS k-steps, for a gain of at least
+# GLOBAL_TAIL_GAIN of the call. FTCOMPILE_GLOBAL_TAIL=0 turns it off (the A/B).
+GLOBAL_TAIL = os.environ.get("FTCOMPILE_GLOBAL_TAIL", "1") != "0"
+GLOBAL_TAIL_FILL, GLOBAL_TAIL_MIN_KSTEPS, GLOBAL_TAIL_GAIN = 0.5, 8, 0.03
 # The global scheme's check (NOTES_gemm.md run 24): "rows" checks each output row over all of N
 # against x . sum_n W[n], verified by the CTA that finishes the row's last tile (a workspace,
 # tickets, x statistics on the consumers' ALU); "tiles" checks each row of each 192- or 128-wide
@@ -153,7 +158,7 @@ class _Args(ctypes.Structure):
                 ("gcol", ctypes.c_int64 * (MAX_GROUP - 1)),
                 ("inj", _Inj * MAX_INJ),
                 ("wrow", ctypes.c_void_p), ("xsum", ctypes.c_void_p), ("xstat", ctypes.c_void_p),
-                ("w_static", ctypes.c_int32)]
+                ("w_static", ctypes.c_int32), ("split_from", ctypes.c_int32)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -745,6 +750,29 @@ def global_split(m: int, n: int, k: int, wb: int, num_sms: int, bn: int = 256) -
 
 
 @functools.lru_cache(maxsize=4096)
+def global_tail(m: int, n: int, k: int, wb: int, num_sms: int, bn: int, cluster: int = 1) -> Tuple[int, int]:
+    """(split, split_from) for the last wave of an unsplit call of several waves: where that wave is
+    at most GLOBAL_TAIL_FILL full, its tiles (from cluster tile split_from on) are each split over
+    up to 4 consecutive units (the most that fit the wave's SMs and keep >= GLOBAL_TAIL_MIN_KSTEPS
+    k-steps a unit), the tiles before it run whole; (1, 0) otherwise. Its gain, the wave's k-steps
+    less a split unit's and its partial's GLOBAL_SPLIT_KSTEPS_MANY, must exceed GLOBAL_TAIL_GAIN of
+    the call: 2048x11008x4096 at 256-wide tiles is 5 waves and 28 tiles (NOTES_gemm.md session 60)."""
+    slots = num_sms // cluster
+    tiles = global_tiles(m, n, wb, bn, cluster) // cluster  # cluster tiles
+    waves, rest = divmod(tiles, slots)
+    nk = math.ceil(k / K_TILE)
+    if waves < 1 or rest == 0 or rest > GLOBAL_TAIL_FILL * slots:
+        return 1, 0
+    split = min(4, slots // rest, nk // GLOBAL_TAIL_MIN_KSTEPS)
+    if split < 2:
+        return 1, 0
+    gain = nk - (math.ceil(nk / split) + GLOBAL_SPLIT_KSTEPS_MANY)
+    if gain <= GLOBAL_TAIL_GAIN * (waves + 1) * nk:
+        return 1, 0
+    return split, waves * slots
+
+
+@functools.lru_cache(maxsize=4096)
 def global_tile(m: int, n: int, k: int, wb: int, num_sms: int,
                 widths: Tuple[int, ...] = GLOBAL_BNS) -> Tuple[int, int]:
     """(tile width, K split) of the global kernel. The persistent grid's time is about its waves
@@ -851,7 +879,13 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     if scheme == "thread":
         return f"kernel: {THREAD_KERNEL_NAMES[thread_kernel(m, n, k, wb, num_sms)]}"
     check, bn, split = global_plan(m, n, k, wb, num_sms, allowed)
-    return (f"kernel: {GLOBAL_BM}x{bn} tiles{f', K split {split}' if split > 1 else ''}, "
+    tail = ""
+    if GLOBAL_TAIL and split == 1:
+        tail_split, split_from = global_tail(m, n, k, wb, num_sms, bn, GLOBAL_CLUSTER)
+        if tail_split > 1:
+            tiles = global_tiles(m, n, wb, bn, GLOBAL_CLUSTER) // GLOBAL_CLUSTER
+            tail = f", the last wave's {tiles - split_from} tiles K split {tail_split}"
+    return (f"kernel: {GLOBAL_BM}x{bn} tiles{f', K split {split}' if split > 1 else ''}{tail}, "
             f"{'tile-local' if check == 'tiles' else 'row'} check")
 
 
@@ -1002,14 +1036,16 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         # a group's member boundaries on whole tiles (at least the narrowest: group_fallback_reason)
         allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
         check, a.bn, a.split = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn, split)
+        if GLOBAL_TAIL and a.split == 1 and split is None:  # the last wave's tiles split over its idle SMs
+            a.split, a.split_from = global_tail(m, n, k, wb, a.num_sms, a.bn, a.cluster)
         a.local = int(protect and check == "tiles")
         a.groups = len(members) if group else 1
         if group:
             for j, (w, col) in enumerate(zip(members[1:], bounds[:-1])):
                 a.gw[j], a.gcol[j] = w.data_ptr(), col
             keep.extend(members)
-        if a.split > 1:
-            tiles = global_tiles(m, n, wb, a.bn, a.cluster)
+        if a.split > 1:  # (workspace for the split tiles only: CTA tiles from split_from's on)
+            tiles = global_tiles(m, n, wb, a.bn, a.cluster) - a.split_from * a.cluster
             part, a.part_tiles, _ = _split_workspace(dev, a.stream, tiles, a.split)
             keep.append(part)
             a.part = part.data_ptr()
