@@ -881,8 +881,8 @@ def test_global_split_k(dtype, split, check, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("check", ["rows", "tiles"])
 def test_global_tail_split(dtype, check, monkeypatch):
-    """A call of one wave and 4 tiles more (128-wide tiles, two M-tiles): the 4 tiles of the last
-    wave K split over consecutive units, the others whole. Within the 2x rule, equal to the call
+    """A call of one wave and 4 tiles more (128-wide tiles, two M-tiles, 32 k-steps): the 4 tiles of
+    the last wave K split 4 ways over consecutive units, the others whole. Within the 2x rule, equal to the call
     without the tail split but for those tiles' summation order, protected equal to unprotected, no
     false alarm; faults in a whole tile and in a split tile detected and corrected; the split
     tiles' flags reset (repeated calls, CUDA graph replay)."""
@@ -890,9 +890,9 @@ def test_global_tail_split(dtype, check, monkeypatch):
     name = f"cu-tail-{dtype}-{check}"
     s = ftcompile.telemetry.site(site(name))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    m, n, k = 256, 128 * ((sms + 4 + 1) // 2), 1024
+    m, n, k = 256, 128 * ((sms + 4 + 1) // 2), 2048
     split, split_from = cuda_gemm.global_tail(m, n, k, 1, sms, 128)
-    assert (split, split_from) == (2, sms), (split, split_from)  # one wave and 4-5 tiles
+    assert (split, split_from) == (4, sms), (split, split_from)  # one wave and 4-5 tiles, 8 k-steps a unit
     torch.manual_seed(7)
     x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
     ref = F.linear(x.double(), w.double(), b.double())
