@@ -879,25 +879,27 @@ def test_global_split_k(dtype, split, check, monkeypatch):
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("check", ["rows", "tiles"])
-def test_global_tail_split(dtype, check, monkeypatch):
-    """A call of one wave and 4 tiles more (128-wide tiles, two M-tiles, 32 k-steps): the 4 tiles of
-    the last wave K split 4 ways over consecutive units, the others whole. Within the 2x rule, equal to the call
-    without the tail split but for those tiles' summation order, protected equal to unprotected, no
-    false alarm; faults in a whole tile and in a split tile detected and corrected; the split
-    tiles' flags reset (repeated calls, CUDA graph replay)."""
+@pytest.mark.parametrize("check,cluster", [("rows", 1), ("tiles", 1), ("rows", 2), ("tiles", 2)])
+def test_global_tail_split(dtype, check, cluster, monkeypatch):
+    """A call of one wave and a few tiles more (128-wide tiles, two M-tiles, 32 k-steps; alone, and
+    in 2-CTA clusters multicasting W): the last wave's tiles K split 4 ways over consecutive units,
+    the others whole. Within the 2x rule, equal to the call without the tail split but for those
+    tiles' summation order, protected equal to unprotected, no false alarm; faults in a whole tile
+    and in a split tile detected and corrected; the split tiles' flags reset (repeated calls, CUDA
+    graph replay)."""
     monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
-    name = f"cu-tail-{dtype}-{check}"
+    name = f"cu-tail-{dtype}-{check}-{cluster}"
     s = ftcompile.telemetry.site(site(name))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     m, n, k = 256, 128 * ((sms + 4 + 1) // 2), 2048
-    split, split_from = cuda_gemm.global_tail(m, n, k, 1, sms, 128)
-    assert (split, split_from) == (4, sms), (split, split_from)  # one wave and 4-5 tiles, 8 k-steps a unit
+    split, split_from = cuda_gemm.global_tail(m, n, k, 1, sms, 128, cluster)
+    slots = sms // cluster  # cluster units a wave
+    assert split == 4 and split_from == slots, (split, split_from)  # one wave and a few tiles, 8 k-steps a unit
     torch.manual_seed(7)
     x, w, b = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5), _rand(n, dtype=dtype)
     ref = F.linear(x.double(), w.double(), b.double())
     torch_err = (F.linear(x, w, b).double() - ref).abs().max()
-    run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=128, **kw)
+    run = lambda **kw: cuda_gemm.run("linear_global", x, w, b, s, bn=128, cluster=cluster, **kw)
     clean = run()
     assert (clean.double() - ref).abs().max() <= 2 * torch_err + 1e-6
     assert torch.equal(run(protect=False), clean)
@@ -906,7 +908,7 @@ def test_global_tail_split(dtype, check, monkeypatch):
     whole = run()
     monkeypatch.setattr(cuda_gemm, "GLOBAL_TAIL", True)
     assert (whole.double() - ref).abs().max() <= 2 * torch_err + 1e-6
-    c0 = 128 * (split_from // 2)  # the raster's last tiles: two M-tiles a column of tiles
+    c0 = 128 * (split_from // (2 // cluster))  # the raster's last tiles: 2 // cluster cluster tiles a column
     assert torch.equal(whole[:, :c0], clean[:, :c0])  # only the last wave's tiles changed order
     assert not torch.equal(whole, clean)  # (they did change it: the tail split ran)
     faults = 0
