@@ -1140,6 +1140,41 @@ def test_group_fault_in_each_member_is_corrected(dtype, check, monkeypatch):
 
 
 @needs_hopper
+@pytest.mark.parametrize("check", ["rows", "tiles"])
+def test_group_tail_split(check, monkeypatch):
+    """A gate/up-like group whose last wave is a few tiles (128-wide, two M-tiles, 32 k-steps: the
+    last wave's tiles K split, the second member's last columns among them): the joined product
+    (2x rule), no false alarm, and faults in both members' columns corrected."""
+    monkeypatch.setattr(cuda_gemm, "GLOBAL_CHECK", check)
+    name = f"cu-group-tail-{check}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    half = 128 * ((sms + 4 + 3) // 4)  # two members of half the N-tiles: one wave and 4-6 tiles more
+    m, k = 256, 2048
+    assert cuda_gemm.global_tail(m, 2 * half, k, 1, sms, 128)[0] > 1
+    torch.manual_seed(11)
+    x = _rand(m, k, dtype=torch.bfloat16)
+    ws = [_rand(half, k, dtype=torch.bfloat16, scale=k ** -0.5) for _ in range(2)]
+    bs = [_rand(half, dtype=torch.bfloat16) for _ in range(2)]
+    wj, bj = torch.cat(ws), torch.cat(bs)
+    ref = F.linear(x.double(), wj.double(), bj.double())
+    tol = 2 * (F.linear(x, wj, bj).double() - ref).abs().max() + 1e-6
+    run = lambda: cuda_gemm.run("linear_global", x, tuple(ws), tuple(bs), s, bn=128)
+    clean = run()
+    assert (clean.double() - ref).abs().max() <= tol
+    # member 1 in a whole tile, member 2 in a split one (the raster's last N-tiles); each at its row's
+    # largest output, where a recomputation's fp32 rounding (K = 2048) stays within the helper's ulp
+    row, c0 = m - 5, 128 * (cuda_gemm.global_tail(m, 2 * half, k, 1, sms, 128)[1] // 2)
+    for col in (int(clean[row, :half].abs().argmax()), c0 + int(clean[row, c0:].abs().argmax())):
+        with inject(FaultSpec(site=name, stage="accumulator", index=(row, col), value=3.0, k_step=k // 64 - 1)):
+            y = run()
+        _assert_same_but_corrected(y, clean, torch.bfloat16)
+    st = _stats(name)
+    assert st["detected"] == 2 and st["corrected"] == 2 and st["uncorrectable"] == 0
+
+
+@needs_hopper
 def test_group_sees_a_member_changed_in_place():
     """The group's encoding is keyed on every member: changing one in place re-encodes it (no
     false alarm, the new product), as for a single weight."""
