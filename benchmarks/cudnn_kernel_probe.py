@@ -1,7 +1,7 @@
-"""Which kernels PyTorch's cuDNN SDPA runs on the paper's configurations, and their launch shape
-(grid, block, registers, shared memory): what the comparator does where ours is weakest (512-1K
-keys). Prints one line per configuration and kernel; `--ncu` is meant to run under Nsight Compute
-(one configuration, few launches).
+"""Which kernels PyTorch's cuDNN SDPA runs on the paper's configurations (names and times, from
+the profiler): what the comparator does where ours is weakest (512-1K keys). `--ncu`: a few
+launches and no profiler, to run under Nsight Compute for their launch shape and occupancy
+(results/run68f_driver.sh).
 
     python benchmarks/cudnn_kernel_probe.py [--configs 16x64s512,32x128s16384] [--ncu]
 """

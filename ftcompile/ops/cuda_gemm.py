@@ -756,7 +756,7 @@ def global_tail(m: int, n: int, k: int, wb: int, num_sms: int, bn: int, cluster:
     up to 4 consecutive units (the most that fit the wave's SMs and keep >= GLOBAL_TAIL_MIN_KSTEPS
     k-steps a unit), the tiles before it run whole; (1, 0) otherwise. Its gain, the wave's k-steps
     less a split unit's and its partial's GLOBAL_SPLIT_KSTEPS_MANY, must exceed GLOBAL_TAIL_GAIN of
-    the call: 2048x11008x4096 at 256-wide tiles is 5 waves and 28 tiles (NOTES_gemm.md session 60)."""
+    the call: 2048x11008x4096 at 256-wide tiles is 5 waves and 28 tiles (NOTES.md, session 60: -6 %)."""
     slots = num_sms // cluster
     tiles = global_tiles(m, n, wb, bn, cluster) // cluster  # cluster tiles
     waves, rest = divmod(tiles, slots)
