@@ -851,10 +851,11 @@ def global_check(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[i
 
 def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[int, ...] = GLOBAL_BNS,
                 protect: bool = True, check: Optional[str] = None, bn: Optional[int] = None,
-                split: Optional[int] = None) -> Tuple[str, int, int]:
-    """(check, tile width, K split) of a global call: the check given, else GLOBAL_CHECK, with "auto"
-    decided by global_check; the width given, else the model's among that check's widths; the split
-    given, else global_split's, at most K's k-steps."""
+                split: Optional[int] = None, cluster: int = 1) -> Tuple[str, int, int, int]:
+    """(check, tile width, K split, split_from) of a global call: the check given, else GLOBAL_CHECK,
+    with "auto" decided by global_check; the width given, else the model's among that check's widths;
+    the split given, else global_split's, at most K's k-steps; where neither splits, global_tail's
+    split of the last wave's tiles (split_from: its first cluster tile; 0: every tile split)."""
     check = check or GLOBAL_CHECK
     if check not in ("auto", "rows", "tiles"):
         raise ValueError(f"ftcompile: global check {check!r} (auto, rows or tiles)")
@@ -864,7 +865,11 @@ def global_plan(m: int, n: int, k: int, wb: int, num_sms: int, allowed: Tuple[in
     bn = bn or global_tile(m, n, k, wb, num_sms, widths)[0]
     if bn not in widths:
         raise ValueError(f"ftcompile: global kernel tile width {bn} with the {check} check (one of {widths})")
-    return check, bn, max(1, min(split or global_split(m, n, k, wb, num_sms, bn), math.ceil(k / K_TILE)))
+    given = split
+    split = max(1, min(split or global_split(m, n, k, wb, num_sms, bn), math.ceil(k / K_TILE)))
+    if GLOBAL_TAIL and split == 1 and given is None:
+        return (check, bn, *global_tail(m, n, k, wb, num_sms, bn, cluster))
+    return check, bn, split, 0
 
 
 THREAD_KERNEL_NAMES = {"stream": "the streaming kernel", "thin": "the thin kernel (W x^T on wgmma)",
@@ -878,15 +883,13 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     k = (k + 7) // 8 * 8  # the launcher's K (x and W padded to 16-byte rows)
     if scheme == "thread":
         return f"kernel: {THREAD_KERNEL_NAMES[thread_kernel(m, n, k, wb, num_sms)]}"
-    check, bn, split = global_plan(m, n, k, wb, num_sms, allowed)
-    tail = ""
-    if GLOBAL_TAIL and split == 1:
-        tail_split, split_from = global_tail(m, n, k, wb, num_sms, bn, GLOBAL_CLUSTER)
-        if tail_split > 1:
-            tiles = global_tiles(m, n, wb, bn, GLOBAL_CLUSTER) // GLOBAL_CLUSTER
-            tail = f", the last wave's {tiles - split_from} tiles K split {tail_split}"
-    return (f"kernel: {GLOBAL_BM}x{bn} tiles{f', K split {split}' if split > 1 else ''}{tail}, "
-            f"{'tile-local' if check == 'tiles' else 'row'} check")
+    check, bn, split, split_from = global_plan(m, n, k, wb, num_sms, allowed, cluster=GLOBAL_CLUSTER)
+    if split_from:
+        tiles = global_tiles(m, n, wb, bn, GLOBAL_CLUSTER) // GLOBAL_CLUSTER
+        splits = f", the last wave's {tiles - split_from} tiles K split {split}"
+    else:
+        splits = f", K split {split}" if split > 1 else ""
+    return f"kernel: {GLOBAL_BM}x{bn} tiles{splits}, {'tile-local' if check == 'tiles' else 'row'} check"
 
 
 def kernel_e(x: torch.Tensor, thread: bool, n: int, k: int, safety: float, chains: int = 1) -> float:
@@ -1035,9 +1038,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     else:
         # a group's member boundaries on whole tiles (at least the narrowest: group_fallback_reason)
         allowed = tuple(b for b in GLOBAL_BNS if not group or all(c % b == 0 for c in bounds[:-1]))
-        check, a.bn, a.split = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn, split)
-        if GLOBAL_TAIL and a.split == 1 and split is None:  # the last wave's tiles split over its idle SMs
-            a.split, a.split_from = global_tail(m, n, k, wb, a.num_sms, a.bn, a.cluster)
+        check, a.bn, a.split, a.split_from = global_plan(m, n, k, wb, a.num_sms, allowed, protect, check, bn, split,
+                                                         a.cluster)
         a.local = int(protect and check == "tiles")
         a.groups = len(members) if group else 1
         if group:
