@@ -29,6 +29,11 @@
 #ifndef FTG_THIN_ABLATE
 #define FTG_THIN_ABLATE 0
 #endif
+// 1: every call's epilogue through the partial tile in shared memory, as before session 61 (the
+// A/B of the epilogue from registers, `epilogue_from_registers`).
+#ifndef FTG_THIN_SMEM_EPILOGUE
+#define FTG_THIN_SMEM_EPILOGUE 0
+#endif
 
 namespace ftg {
 namespace thin {
@@ -230,18 +235,79 @@ struct ColumnCheck {
   float cp, cwt, thr;
 };
 template <typename T>
-__device__ __forceinline__ ColumnCheck column_check(const float* chk_cols, float bn, float2 ws, int M,
-                                                   const float (&bst)[3], const Args& args) {
+__device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], float bn, float2 ws, int M,
+                                                      const float (&bst)[3], const Args& args) {
   constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
-  const float4 c0 = *reinterpret_cast<const float4*>(chk_cols);
-  const float2 c1 = *reinterpret_cast<const float2*>(chk_cols + 4);
-  const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
   const float fm = (float)M;
   ColumnCheck k;
   k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
   k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
   k.thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
   return k;
+}
+template <typename T>
+__device__ __forceinline__ ColumnCheck column_check(const float* chk_cols, float bn, float2 ws, int M,
+                                                   const float (&bst)[3], const Args& args) {
+  const float4 c0 = *reinterpret_cast<const float4*>(chk_cols);
+  const float2 c1 = *reinterpret_cast<const float2*>(chk_cols + 4);
+  const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
+  return column_check_of<T>(chk, bn, ws, M, bst, args);
+}
+
+// The epilogue from the accumulators (split 1, x's rows padded to 32: the decode rows; see the
+// kernel). The thread's rows of D (columns of y) are n = tile BW + nl0 + 8 h, its columns of D
+// c = 8 j + 2 (lane % 4) + e: x's row c below NX, the checksum columns from NX on. It adds the
+// bias, stores its values of y from the registers and checks its two rows of D over x's rows with
+// quad shuffles; true where a row fails its check (the kernel then takes the partial-tile path,
+// which checks again, counts and corrects).
+template <typename T, int NX, bool PROT, bool INJ>
+__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2], const Ctrl& sm,
+                                                       const Args& args, int tile, int b, int nl0, int lane,
+                                                       bool invalid, const float (&bst)[3]) {
+  const int c4 = lane % 4;
+  const int64_t M = args.M, N = args.N;
+  T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
+  bool flag = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int nl = nl0 + 8 * h;
+    const int64_t n = (int64_t)tile * BW + nl;
+    const float bn = sm.rbias[nl];
+    float v[NX / 4];  // x's rows 8 (i / 2) + 2 c4 + i % 2
+#pragma unroll
+    for (int i = 0; i < NX / 4; ++i) v[i] = acc[4 * (i / 2) + 2 * h + i % 2] + bn;
+    if constexpr (INJ) {  // output-stage faults (final fp32 values), as the row loop's
+      for (int qi = 0; qi < args.n_inj; ++qi) {
+        const Injection& inj = args.inj[qi];
+        if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
+        const int m = (int)(inj.row % M);
+#pragma unroll
+        for (int i = 0; i < NX / 4; ++i)
+          if (8 * (i / 2) + 2 * c4 + i % 2 == m) v[i] = inject_one(v[i], inj, args.inj_log);
+      }
+    }
+    float sp = 0.f;
+#pragma unroll
+    for (int i = 0; i < NX / 4; ++i) {
+      const int m = 8 * (i / 2) + 2 * c4 + i % 2;
+      if (m < M) {
+        sp += v[i];
+        if (n < N) yb[m * args.ldy + n] = Elem<T>::from_f(v[i]);
+      }
+    }
+    if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
+      sp += __shfl_xor_sync(0xffffffffu, sp, 1);
+      sp += __shfl_xor_sync(0xffffffffu, sp, 2);
+      float chk[6];  // column NX + i: lane i / 2 of the quad, register e = i % 2
+#pragma unroll
+      for (int i = 0; i < 6; ++i) chk[i] = __shfl_sync(0xffffffffu, acc[4 * (NX / 8) + 2 * h + i % 2], (lane & ~3) | (i / 2));
+      if (n < N && !invalid) {
+        const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[nl], (int)M, bst, args);
+        flag |= exceeds(sp - k.cp, k.thr);
+      }
+    }
+  }
+  return flag;
 }
 
 template <typename T, int NX, bool PROT, bool INJ>
@@ -372,23 +438,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();  // the ring is consumed: the partial tile may overwrite it
   stamp.mark(6);
-  if (warp >= 4) {  // D[n][c] -> part[n * PP + c]
-    const int cw = warp / 4 - 1, g = lane / 4, c4 = lane % 4;
-    const int n0 = cw * 64 + (warp % 4) * 16 + g;
-#pragma unroll
-    for (int j = 0; j < NC / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<float2*>(part + (n0 + 8 * h) * C::PP + 8 * j + 2 * c4) =
-            make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-  }
-  if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
-  else __syncthreads();
-  stamp.mark(7);
-
-  // ------------------------------------------------------------- the CTA's slice of rows: reduce, check, stage
-  const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0, YP = ystg_pitch(S);
-  int ndet = 0, ncorr = 0, nunc = 0;
   bool invalid = false;
   float bst[3] = {0.f, 0.f, 0.f};
   if constexpr (PROT) {
@@ -396,161 +445,202 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 3; ++i) bst[i] = sm.bpart[0][i] + sm.bpart[1][i] + sm.bpart[2][i];
     invalid = !(isfinite(bst[0]) && isfinite(bst[1]) && isfinite(bst[2])) || !sm.wfin;
   }
-  // The row loop, compiled twice: without a cluster (ONE: split 1, the rule at N >= 11008) the
-  // slice, the staging pitch and the sources are constants and no DSMEM load is issued.
-  const int R0_ = R0, R_ = R, YP_ = YP, S_ = S;
-  auto row_loop = [&](auto one) {
-    constexpr bool ONE = decltype(one)::value;
-    const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, YP = ONE ? ystg_pitch(1) : YP_, S = ONE ? 1 : S_;
-    for (int rr = warp; rr < R; rr += THREADS / 32) {
-      const int nl = R0 + rr;
-      [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
-      float v[NQ];
-      if constexpr (ONE) {
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+  // Split 1 at x's rows padded to 32 (the decode rows): each consumer thread checks and stores its
+  // own values (`epilogue_from_registers`). The partial tile's row loop, column checks and staged
+  // stores took ~1.7 us a CTA at the end of every call (run 68a); a row failing its check (rare)
+  // sends the CTA down that path, which checks again, counts and corrects (NOTES.md, session 61).
+  bool through_part = true;
+  if constexpr (NX == 32 && !FTG_THIN_SMEM_EPILOGUE) {
+    if (S == 1) {
+      bool flag = false;
+      if (warp >= 4)
+        flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, sm, args, tile, b,
+                                                         (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
+                                                         invalid, bst);
+      if constexpr (PROT) {
+        through_part = __syncthreads_or(flag) != 0;
       } else {
-        float l[NQ][4];  // every source's loads in flight before any is used
-#pragma unroll
-        for (int q = 0; q < NQ; ++q)
-#pragma unroll
-          for (int src = 0; src < 4; ++src) {
-            const int col = 32 * q + lane;
-            l[q][src] = 0.f;
-            if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
-          }
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-          v[q] = l[q][0];
-#pragma unroll
-          for (int src = 1; src < 4; ++src)
-            if (src < S) v[q] += l[q][src];
-        }
+        through_part = false;
+#ifdef PHASE_STAMPS
+        __syncthreads();  // the producer's end stamp after the consumers' stores
+#endif
       }
-      const float bn = sm.rbias[rr];
+    }
+  }
+  if (through_part) {
+    if (warp >= 4) {  // D[n][c] -> part[n * PP + c]
+      const int cw = warp / 4 - 1, g = lane / 4, c4 = lane % 4;
+      const int n0 = cw * 64 + (warp % 4) * 16 + g;
 #pragma unroll
-      for (int q = 0; q < NQ; ++q)
-        if (32 * q + lane < NX) v[q] += bn;
-      if constexpr (INJ) {  // output-stage faults (final fp32 values)
-        for (int qi = 0; qi < args.n_inj; ++qi) {
-          const Injection& inj = args.inj[qi];
-          if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
-          const int m = (int)(inj.row % M);
+      for (int j = 0; j < NC / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          *reinterpret_cast<float2*>(part + (n0 + 8 * h) * C::PP + 8 * j + 2 * c4) =
+              make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+    if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
+    else __syncthreads();
+    stamp.mark(7);
+
+    // ------------------------------------------------------------- the CTA's slice of rows: reduce, check, stage
+    const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0, YP = ystg_pitch(S);
+    int ndet = 0, ncorr = 0, nunc = 0;
+    // The row loop, compiled twice: without a cluster (ONE: split 1, the rule at N >= 11008) the
+    // slice, the staging pitch and the sources are constants and no DSMEM load is issued.
+    const int R0_ = R0, R_ = R, YP_ = YP, S_ = S;
+    auto row_loop = [&](auto one) {
+      constexpr bool ONE = decltype(one)::value;
+      const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, YP = ONE ? ystg_pitch(1) : YP_, S = ONE ? 1 : S_;
+      for (int rr = warp; rr < R; rr += THREADS / 32) {
+        const int nl = R0 + rr;
+        [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
+        float v[NQ];
+        if constexpr (ONE) {
+#pragma unroll
+          for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+        } else {
+          float l[NQ][4];  // every source's loads in flight before any is used
 #pragma unroll
           for (int q = 0; q < NQ; ++q)
-            if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
-        }
-      }
 #pragma unroll
-      for (int q = 0; q < NQ; ++q) {
-        const int m = 32 * q + lane;
-        if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
-        // Protected: the row's final values back into its own partial row, which only this warp
-        // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
-        if (PROT && m < NC) part[nl * C::PP + m] = v[q];
-      }
-    }
-  };
-  if (S_ == 1) row_loop(std::true_type{});
-  else row_loop(std::false_type{});
-  stamp.mark(8);
-  if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
-  if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-    __syncthreads();  // every row's final values are in part
-    // The column checks, one thread per row of D (a column of y): the row's sum over x's M rows
-    // in 16-byte loads, against its checksum columns - no shuffles on the tail.
-    if (tid < R) {
-      const int nl = R0 + tid;
-      const int64_t n = (int64_t)tile * BW + nl;
-      if (n < N && !invalid) {
-        const float* row = part + nl * C::PP;
-        float sp = 0.f;
-#pragma unroll 4
-        for (int m = 0; m < M; m += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(row + m);
-          sp += f.x + (m + 1 < M ? f.y : 0.f) + (m + 2 < M ? f.z : 0.f) + (m + 3 < M ? f.w : 0.f);
-        }
-        const ColumnCheck k = column_check<T>(row + NX, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
-        if (exceeds(sp - k.cp, k.thr)) {
-          ++ndet;
-          if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
-            sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
-        }
-      }
-    }
-    __syncthreads();
-    stamp.mark(9);
-    // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
-    for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
-      const int rr = sm.fixrow[i], nl = R0 + rr;
-      const int64_t n = (int64_t)tile * BW + nl;
-      float v[NQ];
+            for (int src = 0; src < 4; ++src) {
+              const int col = 32 * q + lane;
+              l[q][src] = 0.f;
+              if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
+            }
 #pragma unroll
-      for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
-      const float bn = sm.rbias[rr];
-      const ColumnCheck k = column_check<T>(part + nl * C::PP + NX, bn, sm.rstat[rr], (int)M, bst, args);
-      // The faulty row of x: weighted over plain residual, or the only non-finite element.
-      int p = -1;
-      unsigned nf = 0;
+          for (int q = 0; q < NQ; ++q) {
+            v[q] = l[q][0];
 #pragma unroll
-      for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
-      if (nf == 0) {  // sums on values scaled by 2^-8: a huge faulty value cannot overflow them
-        float p1 = 0.f, p2 = 0.f;
+            for (int src = 1; src < 4; ++src)
+              if (src < S) v[q] += l[q][src];
+          }
+        }
+        const float bn = sm.rbias[rr];
+#pragma unroll
+        for (int q = 0; q < NQ; ++q)
+          if (32 * q + lane < NX) v[q] += bn;
+        if constexpr (INJ) {  // output-stage faults (final fp32 values)
+          for (int qi = 0; qi < args.n_inj; ++qi) {
+            const Injection& inj = args.inj[qi];
+            if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
+            const int m = (int)(inj.row % M);
+#pragma unroll
+            for (int q = 0; q < NQ; ++q)
+              if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
+          }
+        }
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
           const int m = 32 * q + lane;
-          if (m < M) {
-            p1 = fmaf(v[q], 1.f / 256.f, p1);
-            p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+          if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+          // Protected: the row's final values back into its own partial row, which only this warp
+          // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
+          if (PROT && m < NC) part[nl * C::PP + m] = v[q];
+        }
+      }
+    };
+    if (S_ == 1) row_loop(std::true_type{});
+    else row_loop(std::false_type{});
+    stamp.mark(8);
+    if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
+    if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
+      __syncthreads();  // every row's final values are in part
+      // The column checks, one thread per row of D (a column of y): the row's sum over x's M rows
+      // in 16-byte loads, against its checksum columns - no shuffles on the tail.
+      if (tid < R) {
+        const int nl = R0 + tid;
+        const int64_t n = (int64_t)tile * BW + nl;
+        if (n < N && !invalid) {
+          const float* row = part + nl * C::PP;
+          float sp = 0.f;
+#pragma unroll 4
+          for (int m = 0; m < M; m += 4) {
+            const float4 f = *reinterpret_cast<const float4*>(row + m);
+            sp += f.x + (m + 1 < M ? f.y : 0.f) + (m + 2 < M ? f.z : 0.f) + (m + 3 < M ? f.w : 0.f);
+          }
+          const ColumnCheck k = column_check<T>(row + NX, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
+          if (exceeds(sp - k.cp, k.thr)) {
+            ++ndet;
+            if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
+              sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
           }
         }
-        p1 = warp_sum(p1) - k.cp * (1.f / 256.f);
-        p2 = warp_sum(p2) - k.cwt * (1.f / 256.f);
-        const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
-        if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)M) p = (int)near - 1;
-      } else if (nf == 1) {
+      }
+      __syncthreads();
+      stamp.mark(9);
+      // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
+      for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
+        const int rr = sm.fixrow[i], nl = R0 + rr;
+        const int64_t n = (int64_t)tile * BW + nl;
+        float v[NQ];
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+        const float bn = sm.rbias[rr];
+        const ColumnCheck k = column_check<T>(part + nl * C::PP + NX, bn, sm.rstat[rr], (int)M, bst, args);
+        // The faulty row of x: weighted over plain residual, or the only non-finite element.
+        int p = -1;
+        unsigned nf = 0;
+#pragma unroll
+        for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
+        if (nf == 0) {  // sums on values scaled by 2^-8: a huge faulty value cannot overflow them
+          float p1 = 0.f, p2 = 0.f;
+#pragma unroll
+          for (int q = 0; q < NQ; ++q) {
+            const int m = 32 * q + lane;
+            if (m < M) {
+              p1 = fmaf(v[q], 1.f / 256.f, p1);
+              p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+            }
+          }
+          p1 = warp_sum(p1) - k.cp * (1.f / 256.f);
+          p2 = warp_sum(p2) - k.cwt * (1.f / 256.f);
+          const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
+          if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)M) p = (int)near - 1;
+        } else if (nf == 1) {
+#pragma unroll
+          for (int q = 0; q < NQ; ++q) {
+            const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
+            if (bal) p = 32 * q + __ffs(bal) - 1;
+          }
+        }
+        const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, k.cp, k.thr, lane);
+        if (ok) {
+          ++ncorr;
+        } else {
+          ++nunc;
+          if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
+        }
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
-          const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
-          if (bal) p = 32 * q + __ffs(bal) - 1;
+          const int m = 32 * q + lane;
+          if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
         }
       }
-      const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, k.cp, k.thr, lane);
-      if (ok) {
-        ++ncorr;
-      } else {
-        ++nunc;
-        if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
-      }
-#pragma unroll
-      for (int q = 0; q < NQ; ++q) {
-        const int m = 32 * q + lane;
-        if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+      // ndet: per thread; ncorr, nunc: per warp (lane 0 counts)
+      if (ndet) atomicAdd(&sm.ndet, ndet);
+      if (lane == 0 && (ncorr | nunc)) { atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc); }
+    }
+    __syncthreads();
+    stamp.mark(10);
+    {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
+      T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
+      const int64_t c0 = (int64_t)tile * BW + R0;
+      const int chunks = R / 8;
+      const bool vec = args.ldy % 8 == 0;
+      for (int i = tid; i < M * chunks; i += THREADS) {
+        const int m = i / chunks, ch = i % chunks;
+        const int64_t col = c0 + 8 * ch;
+        const T* src = reinterpret_cast<const T*>(ystg + (size_t)m * YP * 2) + 8 * ch;
+        T* dst = yb + m * args.ldy + col;
+        if (vec && col + 8 <= N) {
+          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        } else {
+          for (int e = 0; e < 8 && col + e < N; ++e) dst[e] = src[e];
+        }
       }
     }
-    // ndet: per thread; ncorr, nunc: per warp (lane 0 counts)
-    if (ndet) atomicAdd(&sm.ndet, ndet);
-    if (lane == 0 && (ncorr | nunc)) { atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc); }
-  }
-  __syncthreads();
-  stamp.mark(10);
-  {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
-    T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
-    const int64_t c0 = (int64_t)tile * BW + R0;
-    const int chunks = R / 8;
-    const bool vec = args.ldy % 8 == 0;
-    for (int i = tid; i < M * chunks; i += THREADS) {
-      const int m = i / chunks, ch = i % chunks;
-      const int64_t col = c0 + 8 * ch;
-      const T* src = reinterpret_cast<const T*>(ystg + (size_t)m * YP * 2) + 8 * ch;
-      T* dst = yb + m * args.ldy + col;
-      if (vec && col + 8 <= N) {
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-      } else {
-        for (int e = 0; e < 8 && col + e < N; ++e) dst[e] = src[e];
-      }
-    }
-  }
+  }  // through_part
   if constexpr (PROT) {
     if (tid == 0) {
       add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
