@@ -497,13 +497,15 @@ def test_thin_kernel_corrects_as_its_cpu_reference(stage):
 
 
 @needs_hopper
+@pytest.mark.parametrize("kernel", ["thin", "stream"])
 @pytest.mark.parametrize("protect", [True, False])
-def test_thin_kernel_reads_a_weight_written_just_before(protect):
+def test_thread_kernel_reads_a_weight_written_just_before(protect, kernel):
     """A weight that is not a parameter (static_weight=False) may be written by the kernel right
-    before the call: the thin kernel then reads it only after its dependency wait. Replays of one
-    CUDA graph in which each call's W is copied in by the preceding kernel (a different W per call)
-    must each equal F.linear's result on that W, with no false alarm."""
-    name = f"cu-thin-dynamic-w-{int(protect)}"
+    before the call: the thin and streaming kernels, which read a parameter's first W before their
+    dependency wait, then read it only after. Replays of one CUDA graph in which each call's W is
+    copied in by the preceding kernel (a different W per call) must each equal F.linear's result on
+    that W, with no false alarm."""
+    name = f"cu-{kernel}-dynamic-w-{int(protect)}"
     sid = ftcompile.register_site(name, "linear", static_weight=False)
     gen = torch.Generator().manual_seed(3)
     ws = [_rand(11008, 4096, dtype=torch.bfloat16, scale=4096 ** -0.5, gen=gen) for _ in range(3)]
@@ -511,7 +513,7 @@ def test_thin_kernel_reads_a_weight_written_just_before(protect):
     w = torch.empty_like(ws[0])
     outs = [torch.empty(32, 11008, dtype=torch.bfloat16, device="cuda") for _ in ws]
     call = lambda: cuda_gemm.run("linear_thread", x, w, b, ftcompile.telemetry.site(sid),  # noqa: E731
-                                 protect=protect, inject=False, kernel="thin")
+                                 protect=protect, inject=False, kernel=kernel)
     w.copy_(ws[0])
     call()  # warm-up outside the capture
     torch.cuda.synchronize()

@@ -222,8 +222,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   };
   if constexpr (DEPTH == 1) {
     // One chunk's loads per warp in flight (4 KB; loading two before use spilled at 128 registers
-    // and measured slower: NOTES_gemm.md, run 13c).
-    for (int i = 0; i < nit; ++i) {
+    // and measured slower: NOTES_gemm.md, run 13c). Protected, the first chunk is peeled off the
+    // loop: at K = 768 it is a warp's only one, and straight-line code for it took 3-6 % off the
+    // protected GPT-2 decode calls; the unprotected ones were level or 1-3 % slower, and keep the
+    // plain loop (NOTES.md, session 61, runs 69f-g).
+    auto chunk = [&](int i) {
       uint4 wv[8], xa[MT], xb[MT];
       load_chunk(k_of(i), wv, xa, xb);
 #pragma unroll
@@ -235,7 +238,18 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
         mma_step<T, MT, PROTECT>(f, a, bf);
       }
       inject(q_begin + warp + NW * i);
-      if (i == 0) st.mark(2);
+    };
+    if constexpr (PROTECT) {
+      if (nit > 0) {
+        chunk(0);
+        st.mark(2);
+      }
+      for (int i = 1; i < nit; ++i) chunk(i);
+    } else {
+      for (int i = 0; i < nit; ++i) {
+        chunk(i);
+        if (i == 0) st.mark(2);
+      }
     }
   } else {
     uint4 wv[8], xa[MT], xb[MT];

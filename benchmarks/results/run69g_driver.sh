@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# run 69g (session 61): the depth-1 loop's first chunk peeled (what run 69f kept of S6): the A/B
+# against HEAD's sources (ab_base69e/, untracked, carried with the tree) at the streaming kernel's
+# decode shapes, two rounds; then the thread-scheme and end-to-end CUDA tests.
+set -u
+export OUT=${OUT:-/tmp/o} PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/torch_ext MAX_JOBS=16; t0=$(date +%s)
+st() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+mkdir -p "$OUT"
+python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pip.log 2>&1
+GEMM_AB_BASE=ab_base69e/csrc GEMM_AB_FLAGS="tree=" GEMM_AB_ROUNDS=2 \
+GEMM_AB_SHAPES=1x768x768,16x768x768,1x2304x768,16x2304x768,1x3072x768,16x3072x768,1x768x3072,1x4096x4096,16x4096x4096,1x4096x11008 \
+  timeout 400 python3 benchmarks/gemm_ab.py > $OUT/run69g_ab.txt 2>&1; st ab rc=$?
+grep "^|" $OUT/run69g_ab.txt | tail -40
+TL=$(ls /tmp/torch_ext/ftcompile_gemm_ab_tree/*.so | head -1)
+FTCOMPILE_GEMM_LIB=$TL timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_gemm.py -k "thread or stream or decode or profile" > $OUT/run69g_tests.txt 2>&1; st tests rc=$?
+tail -2 $OUT/run69g_tests.txt
+FTCOMPILE_GEMM_LIB=$TL timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_cuda_e2e.py > $OUT/run69g_e2e.txt 2>&1; st e2e rc=$?
+tail -2 $OUT/run69g_e2e.txt
