@@ -197,6 +197,12 @@ __device__ __forceinline__ void inject_acc(float (&acc)[NC / 2], int idx, const 
     if (i == idx) acc[i] = inject_one(acc[i], inj, log);
 }
 
+// The injecting build's output-stage fault `inj` (on a final fp32 value): the row of x it hits in
+// batch b's column n of y, or -1 where it hits elsewhere.
+__device__ __forceinline__ int output_fault_row(const Injection& inj, int64_t M, int b, int64_t n) {
+  return inj.step == -1 && inj.row / M == b && inj.col == n ? (int)(inj.row % M) : -1;
+}
+
 // Rare: the fault of row n (a column of y) located at x row p and recomputed; true when the row's
 // sum then passes its check. v: the lane's values of the row (columns lane + 32 q).
 template <typename T, int NQ>
@@ -279,8 +285,8 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
     if constexpr (INJ) {  // output-stage faults (final fp32 values), as the row loop's
       for (int qi = 0; qi < args.n_inj; ++qi) {
         const Injection& inj = args.inj[qi];
-        if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
-        const int m = (int)(inj.row % M);
+        const int m = output_fault_row(inj, M, b, n);
+        if (m < 0) continue;
 #pragma unroll
         for (int i = 0; i < NX / 4; ++i)
           if (8 * (i / 2) + 2 * c4 + i % 2 == m) v[i] = inject_one(v[i], inj, args.inj_log);
@@ -523,8 +529,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         if constexpr (INJ) {  // output-stage faults (final fp32 values)
           for (int qi = 0; qi < args.n_inj; ++qi) {
             const Injection& inj = args.inj[qi];
-            if (inj.step != -1 || inj.row / M != b || inj.col != n) continue;
-            const int m = (int)(inj.row % M);
+            const int m = output_fault_row(inj, M, b, n);
+            if (m < 0) continue;
 #pragma unroll
             for (int q = 0; q < NQ; ++q)
               if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
