@@ -782,17 +782,18 @@ def test_thin_kernel_every_cluster_split(dtype):
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_thin_kernel_decode_rows_checked_in_registers(dtype):
-    """At split 1 with x's rows padded to 32 (the decode rows) each thread of the thin kernel adds
-    the bias, checks its rows of D with quad shuffles and stores y from its registers; a failed
-    check sends the CTA through the partial tile, which counts and corrects. Every row count of
-    that path (1-32, with and without bias, an N tail): within the 2x rule protected and not, no
-    false alarm, and faults at the first and last live row of x, in the first and last tile,
-    corrected; two faults in one column reported uncorrectable."""
+    """At split 1 each thread of the thin kernel adds the bias, checks its rows of D with quad
+    shuffles and stores y from its registers; a failed check sends the CTA through the partial
+    tile, which counts and corrects. Row counts at every padding of x (32, 64, 128; with and
+    without bias, N tails): within the 2x rule protected and not, no false alarm, and faults at
+    the first and last live row of x, in the first and last tile, corrected; two faults in one
+    column reported uncorrectable."""
     name = f"cu-thin-regs-{dtype}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
     faults = 0
-    for m, n, k, bias in [(1, 1000, 512, True), (3, 1000, 520, False), (16, 300, 1024, True), (32, 260, 256, True)]:
+    for m, n, k, bias in [(1, 1000, 512, True), (3, 1000, 520, False), (16, 300, 1024, True), (32, 260, 256, True),
+                          (33, 300, 512, False), (64, 260, 256, True), (100, 1000, 512, True), (128, 300, 1024, False)]:
         x, w = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5)
         b = _rand(n, dtype=dtype) if bias else None
         ref = F.linear(x.double(), w.double(), None if b is None else b.double())
@@ -807,10 +808,11 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
             faults += _fault_each_stage(name, run, clean, dtype, (row, col), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    x, w = _rand(8, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
-    with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in (2, 6)]):
-        cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
-    assert _stats(name)["uncorrectable"] == 1
+    for m, rows in ((8, (2, 6)), (100, (40, 99))):
+        x, w = _rand(m, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
+        with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in rows]):
+            cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+    assert _stats(name)["uncorrectable"] == 2
 
 
 @needs_hopper

@@ -197,6 +197,15 @@ __device__ __forceinline__ float ld_dsmem_f32(uint32_t local_addr, uint32_t rank
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(mapa(local_addr, rank)) : "memory");
   return v;
 }
+// 16 bytes (16-byte aligned) of CTA `rank`'s shared memory; volatile, after the cluster barrier
+// that makes them valid.
+__device__ __forceinline__ float4 ld_dsmem_f32x4(uint32_t local_addr, uint32_t rank) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(mapa(local_addr, rank)));
+  return v;
+}
 // 16 bytes into another CTA's shared memory (shared::cluster addresses from mapa), completing
 // their bytes on that CTA's mbarrier `remote_bar`.
 __device__ __forceinline__ void st_async_v4(uint32_t remote_addr, uint32_t remote_bar, float4 v) {

@@ -9,7 +9,7 @@
 // wgmma computes D[n, c] = W[n] . xc_c with xc = (sum_m x[m], sum_m (m + 1) x[m]) / (256, 65536),
 // each split into 16-bit parts exact to fp32 (bf16 hi + mid + lo, fp16 hi + 2^-11-scaled mid).
 // Each output column n (a row of W) is then checked over the call's rows: sum_m y[m, n] against
-// the checksum columns, by one thread per row of D once the tile's rows are final, with the V-ABFT
+// the checksum columns, by the thread or warp that holds the row's final values, with the V-ABFT
 // threshold of M terms from W[n]'s statistics (offline) and x's per-k statistics over its rows
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
@@ -34,11 +34,20 @@
 #ifndef FTG_THIN_SMEM_EPILOGUE
 #define FTG_THIN_SMEM_EPILOGUE 0
 #endif
+// The widest padding of x's rows (32, 64, 128) whose split-1 calls take the epilogue from
+// registers: at 128 its 2-byte stores of y (64 a thread) cost more than the staged 16-byte ones
+// (run 70a, +3 %); 32 builds session 61's kernel (decode rows only), for the A/B.
+#ifndef FTG_THIN_REG_EPILOGUE_NX
+#define FTG_THIN_REG_EPILOGUE_NX 64
+#endif
 
 namespace ftg {
 namespace thin {
 
 constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 8, CHUNK = 64;
+// The partial tile's pitch in floats, a column of D (x's row) a line: 16-byte aligned lines, and
+// % 32 == 4, so a warp's accumulator stores (8 rows x 4 column pairs) meet no bank conflict.
+constexpr int PN = BW + 4;
 constexpr int W_BYTES = BW * BK * 2;
 // y's columns are weighed (m + 1) / W_DEN and the checksum rows scaled by 1 / SCALE (fp16's range).
 constexpr float W_DEN = 256.f, SCALE = 256.f;
@@ -71,15 +80,14 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
-  static constexpr int PP = NX + 8;                // partial tile pitch in floats (% 32 == 8: no bank conflicts)
-  static constexpr int P_BYTES = BW * PP * 4;
+  static constexpr int P_BYTES = NC * (BW + 4) * 4;  // the partial tile, column-major (PN)
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
 // Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
 // the producer thread (P) or the first consumer thread (C): 0 entry, 1 set-up done (P), 2 the
 // x-side pass waited for (P), 3 every load issued (P), 4 the first stage landed (C), 5 its loop done
-// (C), 6 every loop done (P), 7 partial tiles published (P), 8 its rows reduced and staged (P),
-// 9 the column checks done (P, protected), 10 the corrections done (P), 11 stored and reported (P).
+// (C), 6 every loop done (P), 7 partial tiles published (P), 8 its rows reduced and stored (P),
+// 9 the column checks done (P, protected), 10 the corrections done (P), 11 reported (P).
 constexpr int STAMP_C = 128;  // the first consumer thread
 struct Ctrl {
   uint64_t full[MAX_STAGES], empty[MAX_STAGES];
@@ -92,18 +100,11 @@ struct Ctrl {
   unsigned stamp_slot;  // the diagnostic build's record slot (last: the other fields keep their offsets)
 };
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
-// slice0(r + 1)), multiples of 8 (16-byte stores of y); even for split 1, 2, 4, 40 / 40 / 48 for 3.
+// slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
-__host__ __device__ constexpr int max_slice(int split) {
-  int m = 0;
-  for (int r = 0; r < split; ++r) m = slice0(r + 1, split) - slice0(r, split) > m ? slice0(r + 1, split) - slice0(r, split) : m;
-  return m;
-}
-// y staging: NX rows of the CTA's slice of columns, rows 16-byte aligned.
-__host__ __device__ constexpr int ystg_pitch(int split) { return max_slice(split) + 8; }
-template <int NX, bool PROT> size_t smem_bytes(int stages, int split) {
+template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
   using C = Cfg<NX, PROT>;
-  const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES + (size_t)NX * ystg_pitch(split) * 2;
+  const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
 
@@ -234,9 +235,8 @@ static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& ar
   }
 }
 
-// A row of D's check terms: its sums over x's rows as its six checksum columns give them (`chk`,
-// 16-byte aligned in shared memory; plain cp, weighted cwt, the bias's share included) and the
-// V-ABFT threshold of M terms.
+// A row of D's check terms: its sums over x's rows as its six checksum columns give them (`chk`;
+// plain cp, weighted cwt, the bias's share included) and the V-ABFT threshold of M terms.
 struct ColumnCheck {
   float cp, cwt, thr;
 };
@@ -251,16 +251,8 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
   k.thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
   return k;
 }
-template <typename T>
-__device__ __forceinline__ ColumnCheck column_check(const float* chk_cols, float bn, float2 ws, int M,
-                                                   const float (&bst)[3], const Args& args) {
-  const float4 c0 = *reinterpret_cast<const float4*>(chk_cols);
-  const float2 c1 = *reinterpret_cast<const float2*>(chk_cols + 4);
-  const float chk[6] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y};
-  return column_check_of<T>(chk, bn, ws, M, bst, args);
-}
 
-// The epilogue from the accumulators (split 1, x's rows padded to 32: the decode rows; see the
+// The epilogue from the accumulators (split 1, x padded to <= FTG_THIN_REG_EPILOGUE_NX; see the
 // kernel). The thread's rows of D (columns of y) are n = tile BW + nl0 + 8 h, its columns of D
 // c = 8 j + 2 (lane % 4) + e: x's row c below NX, the checksum columns from NX on. It adds the
 // bias, stores its values of y from the registers and checks its two rows of D over x's rows with
@@ -325,10 +317,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
-  const int ring = NS * C::STAGE, epi = C::P_BYTES + NX * ystg_pitch(S) * 2;
+  const int ring = NS * C::STAGE, epi = C::P_BYTES;
   Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));
-  float* part = reinterpret_cast<float*>(base);                  // aliases the ring after the k-loop
-  uint8_t* ystg = base + C::P_BYTES;
+  float* part = reinterpret_cast<float*>(base);  // aliases the ring after the k-loop
 
   const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
   const int rank = S > 1 ? (int)cluster_rank() : 0;
@@ -451,12 +442,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < 3; ++i) bst[i] = sm.bpart[0][i] + sm.bpart[1][i] + sm.bpart[2][i];
     invalid = !(isfinite(bst[0]) && isfinite(bst[1]) && isfinite(bst[2])) || !sm.wfin;
   }
-  // Split 1 at x's rows padded to 32 (the decode rows): each consumer thread checks and stores its
-  // own values (`epilogue_from_registers`). The partial tile's row loop, column checks and staged
-  // stores took ~1.7 us a CTA at the end of every call (run 68a); a row failing its check (rare)
-  // sends the CTA down that path, which checks again, counts and corrects (NOTES.md, session 61).
+  // Split 1: each consumer thread checks and stores its own values (`epilogue_from_registers`).
+  // The partial tile's row loop, column checks and staged stores took ~1.7 us a CTA at the end of
+  // every decode call (run 68a) and more at 64 / 128 rows; a row failing its check (rare) sends
+  // the CTA down that path, which checks again, counts and corrects (NOTES.md, sessions 61-62).
   bool through_part = true;
-  if constexpr (NX == 32 && !FTG_THIN_SMEM_EPILOGUE) {
+  if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX && !FTG_THIN_SMEM_EPILOGUE) {
     if (S == 1) {
       bool flag = false;
       if (warp >= 4)
@@ -474,116 +465,118 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if (through_part) {
-    if (warp >= 4) {  // D[n][c] -> part[n * PP + c]
+    if (warp >= 4) {  // D[n][c] -> part[c * PN + n]: a column of D (x's row c) is a run of the tile's rows
       const int cw = warp / 4 - 1, g = lane / 4, c4 = lane % 4;
       const int n0 = cw * 64 + (warp % 4) * 16 + g;
 #pragma unroll
       for (int j = 0; j < NC / 8; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          *reinterpret_cast<float2*>(part + (n0 + 8 * h) * C::PP + 8 * j + 2 * c4) =
-              make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+#pragma unroll
+          for (int e = 0; e < 2; ++e) part[(8 * j + 2 * c4 + e) * PN + n0 + 8 * h] = acc[4 * j + 2 * h + e];
     }
     if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
     else __syncthreads();
     stamp.mark(7);
 
-    // ------------------------------------------------------------- the CTA's slice of rows: reduce, check, stage
-    const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0, YP = ystg_pitch(S);
+    // ------------------------------------------------------------- the CTA's slice of rows: reduce, store, check
+    const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0;
     int ndet = 0, ncorr = 0, nunc = 0;
-    // The row loop, compiled twice: without a cluster (ONE: split 1, the rule at N >= 11008) the
-    // slice, the staging pitch and the sources are constants and no DSMEM load is issued.
-    const int R0_ = R0, R_ = R, YP_ = YP, S_ = S;
-    auto row_loop = [&](auto one) {
+    T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
+    const int64_t y0 = (int64_t)tile * BW + R0;  // y's column of the slice's first row of D
+    const bool vec = args.ldy % 4 == 0;
+    // The slice summed over the cluster's partial tiles, four rows of D at a time (16 bytes of a
+    // column: one load a source, DSMEM in a cluster). A column below NX is x's row c: bias added and
+    // stored to y at once, 8 bytes a store; protected, the final values go back into this CTA's own
+    // part (no other CTA reads its slice), the column checks' input. Compiled twice: without a
+    // cluster (ONE: split 1) the slice and the sources are constants. (Row by row, a warp's lanes
+    // over the columns and y staged through shared memory, this phase took 2-2.7 us a CTA at
+    // splits 2-4, ~0.5 us a row: run 70a.)
+    const int R0_ = R0, R_ = R, S_ = S;
+    auto reduce = [&](auto one) {
       constexpr bool ONE = decltype(one)::value;
-      const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, YP = ONE ? ystg_pitch(1) : YP_, S = ONE ? 1 : S_;
-      for (int rr = warp; rr < R; rr += THREADS / 32) {
-        const int nl = R0 + rr;
-        [[maybe_unused]] const int64_t n = (int64_t)tile * BW + nl;  // (the injecting build's)
-        float v[NQ];
+      const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
+      for (int i = tid; i < NC * R4; i += THREADS) {
+        const int c = i / R4, r = 4 * (i - c * R4);
+        const uint32_t addr = smem_u32(part + c * PN + R0 + r);
+        float4 v;
         if constexpr (ONE) {
-#pragma unroll
-          for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+          v = lds128f(addr);
         } else {
-          float l[NQ][4];  // every source's loads in flight before any is used
+          float4 l[4];  // every source's load in flight before any is used
 #pragma unroll
-          for (int q = 0; q < NQ; ++q)
+          for (int src = 0; src < 4; ++src)
+            if (src < S) l[src] = ld_dsmem_f32x4(addr, src);
+          v = l[0];
 #pragma unroll
-            for (int src = 0; src < 4; ++src) {
-              const int col = 32 * q + lane;
-              l[q][src] = 0.f;
-              if (src < S && col < NC) l[q][src] = ld_dsmem_f32(smem_u32(part + nl * C::PP + col), src);
+          for (int src = 1; src < 4; ++src)
+            if (src < S) v.x += l[src].x, v.y += l[src].y, v.z += l[src].z, v.w += l[src].w;
+        }
+        float f[4] = {v.x, v.y, v.z, v.w};
+        if (c < NX) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f[e] += sm.rbias[r + e];
+          if constexpr (INJ) {  // output-stage faults (final fp32 values)
+            for (int qi = 0; qi < args.n_inj; ++qi)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                if (output_fault_row(args.inj[qi], M, b, y0 + r + e) == c) f[e] = inject_one(f[e], args.inj[qi], args.inj_log);
+          }
+          if (c < M) {
+            T* dst = yb + c * args.ldy + y0 + r;
+            if (vec && y0 + r + 4 <= N) {
+              *reinterpret_cast<uint2*>(dst) = make_uint2(Elem<T>::pack(f[0], f[1]), Elem<T>::pack(f[2], f[3]));
+            } else {
+              for (int e = 0; e < 4 && y0 + r + e < N; ++e) dst[e] = Elem<T>::from_f(f[e]);
             }
-#pragma unroll
-          for (int q = 0; q < NQ; ++q) {
-            v[q] = l[q][0];
-#pragma unroll
-            for (int src = 1; src < 4; ++src)
-              if (src < S) v[q] += l[q][src];
           }
         }
-        const float bn = sm.rbias[rr];
-#pragma unroll
-        for (int q = 0; q < NQ; ++q)
-          if (32 * q + lane < NX) v[q] += bn;
-        if constexpr (INJ) {  // output-stage faults (final fp32 values)
-          for (int qi = 0; qi < args.n_inj; ++qi) {
-            const Injection& inj = args.inj[qi];
-            const int m = output_fault_row(inj, M, b, n);
-            if (m < 0) continue;
-#pragma unroll
-            for (int q = 0; q < NQ; ++q)
-              if (32 * q + lane == m) v[q] = inject_one(v[q], inj, args.inj_log);
-          }
-        }
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-          const int m = 32 * q + lane;
-          if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
-          // Protected: the row's final values back into its own partial row, which only this warp
-          // reads (the cluster's other CTAs read the rows of their own slices): the checks' input.
-          if (PROT && m < NC) part[nl * C::PP + m] = v[q];
-        }
+        if constexpr (PROT) *reinterpret_cast<float4*>(part + c * PN + R0 + r) = make_float4(f[0], f[1], f[2], f[3]);
       }
     };
-    if (S_ == 1) row_loop(std::true_type{});
-    else row_loop(std::false_type{});
+    if (S_ == 1) reduce(std::true_type{});
+    else reduce(std::false_type{});
     stamp.mark(8);
     if (S > 1) cluster_arrive();  // this CTA's reads of the others' partial tiles are done
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-      __syncthreads();  // every row's final values are in part
-      // The column checks, one thread per row of D (a column of y): the row's sum over x's M rows
-      // in 16-byte loads, against its checksum columns - no shuffles on the tail.
-      if (tid < R) {
-        const int nl = R0 + tid;
+      __syncthreads();  // the slice's final values are in part
+      // The column checks: four threads a row of D (a column of y), each summing every fourth of
+      // x's rows, joined by quad shuffles (4 R threads: whole warps), against its checksum columns.
+      for (int i = tid; i < 4 * R; i += THREADS) {
+        const int rr = i / 4, sub = i % 4, nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
-        if (n < N && !invalid) {
-          const float* row = part + nl * C::PP;
-          float sp = 0.f;
-#pragma unroll 4
-          for (int m = 0; m < M; m += 4) {
-            const float4 f = *reinterpret_cast<const float4*>(row + m);
-            sp += f.x + (m + 1 < M ? f.y : 0.f) + (m + 2 < M ? f.z : 0.f) + (m + 3 < M ? f.w : 0.f);
-          }
-          const ColumnCheck k = column_check<T>(row + NX, sm.rbias[tid], sm.rstat[tid], (int)M, bst, args);
+        float sp = 0.f;
+#pragma unroll 8
+        for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
+        sp += __shfl_xor_sync(0xffffffffu, sp, 1);
+        sp += __shfl_xor_sync(0xffffffffu, sp, 2);
+        if (sub == 0 && n < N && !invalid) {
+          float chk[6];
+#pragma unroll
+          for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
+          const ColumnCheck k = column_check_of<T>(chk, sm.rbias[rr], sm.rstat[rr], (int)M, bst, args);
           if (exceeds(sp - k.cp, k.thr)) {
             ++ndet;
             if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
-              sm.fixrow[atomicAdd(&sm.nfix, 1)] = tid;
+              sm.fixrow[atomicAdd(&sm.nfix, 1)] = rr;
           }
         }
       }
       __syncthreads();
       stamp.mark(9);
-      // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed).
+      // Rare: each alarmed row's fault located and corrected by a warp (or the row recomputed), its
+      // column of y stored again.
       for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
         const int rr = sm.fixrow[i], nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
         float v[NQ];
 #pragma unroll
-        for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[nl * C::PP + 32 * q + lane] : 0.f;
+        for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[(32 * q + lane) * PN + nl] : 0.f;
         const float bn = sm.rbias[rr];
-        const ColumnCheck k = column_check<T>(part + nl * C::PP + NX, bn, sm.rstat[rr], (int)M, bst, args);
+        float chk[6];
+#pragma unroll
+        for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
+        const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[rr], (int)M, bst, args);
         // The faulty row of x: weighted over plain residual, or the only non-finite element.
         int p = -1;
         unsigned nf = 0;
@@ -620,32 +613,15 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
           const int m = 32 * q + lane;
-          if (m < NX) reinterpret_cast<T*>(ystg + (size_t)m * YP * 2)[rr] = Elem<T>::from_f(v[q]);
+          if (m < M && n < N) yb[m * args.ldy + n] = Elem<T>::from_f(v[q]);
         }
       }
       // ndet: per thread; ncorr, nunc: per warp (lane 0 counts)
       if (ndet) atomicAdd(&sm.ndet, ndet);
       if (lane == 0 && (ncorr | nunc)) { atomicAdd(&sm.ncorr, ncorr); atomicAdd(&sm.nunc, nunc); }
+      __syncthreads();  // the counts are complete for thread 0's report
     }
-    __syncthreads();
     stamp.mark(10);
-    {  // y[m, tile BW + rank R + ...]: 16-byte stores where y's rows allow them
-      T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
-      const int64_t c0 = (int64_t)tile * BW + R0;
-      const int chunks = R / 8;
-      const bool vec = args.ldy % 8 == 0;
-      for (int i = tid; i < M * chunks; i += THREADS) {
-        const int m = i / chunks, ch = i % chunks;
-        const int64_t col = c0 + 8 * ch;
-        const T* src = reinterpret_cast<const T*>(ystg + (size_t)m * YP * 2) + 8 * ch;
-        T* dst = yb + m * args.ldy + col;
-        if (vec && col + 8 <= N) {
-          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-        } else {
-          for (int e = 0; e < 8 && col + e < N; ++e) dst[e] = src[e];
-        }
-      }
-    }
   }  // through_part
   if constexpr (PROT) {
     if (tid == 0) {
