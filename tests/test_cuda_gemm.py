@@ -782,12 +782,12 @@ def test_thin_kernel_every_cluster_split(dtype):
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_thin_kernel_decode_rows_checked_in_registers(dtype):
-    """At split 1 each thread of the thin kernel adds the bias, checks its rows of D with quad
-    shuffles and stores y from its registers; a failed check sends the CTA through the partial
-    tile, which counts and corrects. Row counts at every padding of x (32, 64, 128; with and
-    without bias, N tails): within the 2x rule protected and not, no false alarm, and faults at
-    the first and last live row of x, in the first and last tile, corrected; two faults in one
-    column reported uncorrectable."""
+    """At split 1 with x padded to 32 or 64 rows each thread of the thin kernel adds the bias,
+    checks its rows of D with quad shuffles and stores y from its registers; a failed check sends
+    the CTA through the partial tile, which counts and corrects (as every call padded to 128 rows
+    does). Row counts at every padding of x (32, 64, 128; with and without bias, N tails): within
+    the 2x rule protected and not, no false alarm, and faults at the first and last live row of x,
+    in the first and last tile, corrected; two faults in one column reported uncorrectable."""
     name = f"cu-thin-regs-{dtype}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)

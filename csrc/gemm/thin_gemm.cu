@@ -80,7 +80,7 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
-  static constexpr int P_BYTES = NC * (BW + 4) * 4;  // the partial tile, column-major (PN)
+  static constexpr int P_BYTES = NC * PN * 4;    // the partial tile, column-major
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
 // Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
