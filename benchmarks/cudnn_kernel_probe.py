@@ -30,14 +30,11 @@ def main():
     for spec in a.configs.split(","):
         q, k, v = inputs(spec)
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            if a.ncu:
-                for _ in range(3):
-                    F.scaled_dot_product_attention(q, k, v)
-                torch.cuda.synchronize()
-                continue
             for _ in range(3):
                 F.scaled_dot_product_attention(q, k, v)
             torch.cuda.synchronize()
+            if a.ncu:
+                continue
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 F.scaled_dot_product_attention(q, k, v)
                 torch.cuda.synchronize()

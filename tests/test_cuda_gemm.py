@@ -1190,7 +1190,8 @@ def test_group_tail_split(check, monkeypatch):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     half = 128 * ((sms + 4 + 3) // 4)  # two members of half the N-tiles: one wave and 4-6 tiles more
     m, k = 256, 2048
-    assert cuda_gemm.global_tail(m, 2 * half, k, 1, sms, 128)[0] > 1
+    split, split_from = cuda_gemm.global_tail(m, 2 * half, k, 1, sms, 128)
+    assert split > 1
     torch.manual_seed(11)
     x = _rand(m, k, dtype=torch.bfloat16)
     ws = [_rand(half, k, dtype=torch.bfloat16, scale=k ** -0.5) for _ in range(2)]
@@ -1203,7 +1204,7 @@ def test_group_tail_split(check, monkeypatch):
     assert (clean.double() - ref).abs().max() <= tol
     # member 1 in a whole tile, member 2 in a split one (the raster's last N-tiles); each at its row's
     # largest output, where a recomputation's fp32 rounding (K = 2048) stays within the helper's ulp
-    row, c0 = m - 5, 128 * (cuda_gemm.global_tail(m, 2 * half, k, 1, sms, 128)[1] // 2)
+    row, c0 = m - 5, 128 * (split_from // 2)
     for col in (int(clean[row, :half].abs().argmax()), c0 + int(clean[row, c0:].abs().argmax())):
         with inject(FaultSpec(site=name, stage="accumulator", index=(row, col), value=3.0, k_step=k // 64 - 1)):
             y = run()

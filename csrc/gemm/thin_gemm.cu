@@ -29,14 +29,10 @@
 #ifndef FTG_THIN_ABLATE
 #define FTG_THIN_ABLATE 0
 #endif
-// 1: every call's epilogue through the partial tile in shared memory, as before session 61 (the
-// A/B of the epilogue from registers, `epilogue_from_registers`).
-#ifndef FTG_THIN_SMEM_EPILOGUE
-#define FTG_THIN_SMEM_EPILOGUE 0
-#endif
 // The widest padding of x's rows (32, 64, 128) whose split-1 calls take the epilogue from
 // registers: at 128 its 2-byte stores of y (64 a thread) cost more than the staged 16-byte ones
-// (run 70a, +3 %); 32 builds session 61's kernel (decode rows only), for the A/B.
+// (run 70a, +3 %). For the A/Bs: 32 builds session 61's kernel (decode rows only), 0 every call
+// through the partial tile.
 #ifndef FTG_THIN_REG_EPILOGUE_NX
 #define FTG_THIN_REG_EPILOGUE_NX 64
 #endif
@@ -274,7 +270,7 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
     float v[NX / 4];  // x's rows 8 (i / 2) + 2 c4 + i % 2
 #pragma unroll
     for (int i = 0; i < NX / 4; ++i) v[i] = acc[4 * (i / 2) + 2 * h + i % 2] + bn;
-    if constexpr (INJ) {  // output-stage faults (final fp32 values), as the row loop's
+    if constexpr (INJ) {  // output-stage faults (final fp32 values), as the reduce's
       for (int qi = 0; qi < args.n_inj; ++qi) {
         const Injection& inj = args.inj[qi];
         const int m = output_fault_row(inj, M, b, n);
@@ -447,7 +443,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   // every decode call (run 68a) and more at 64 / 128 rows; a row failing its check (rare) sends
   // the CTA down that path, which checks again, counts and corrects (NOTES.md, sessions 61-62).
   bool through_part = true;
-  if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX && !FTG_THIN_SMEM_EPILOGUE) {
+  if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX) {
     if (S == 1) {
       bool flag = false;
       if (warp >= 4)
