@@ -36,8 +36,6 @@ static int make_params(const HostArgs* a, Params& p) {
   p.kc = reinterpret_cast<const void*>(a->kc);
   p.kn = reinterpret_cast<const float*>(a->kn);
   p.vc = reinterpret_cast<const void*>(a->vc);
-  // The ready flags follow the key norms in the same buffer (cuda_attention._checksum_layout).
-  p.kready = reinterpret_cast<int*>(a->kn + a->B * a->Hk * a->n_tiles * 16);
   p.kc_unscale = (float)a->kc_unscale; p.vc1_unscale = (float)a->vc1_unscale;
   p.c_gemm = (float)a->c_gemm; p.e_out = (float)a->e_out; p.tol_agree = (float)a->tol_agree;
   p.policy = (int)a->policy;

@@ -64,7 +64,6 @@ struct Params {
   const void* kc;     // [B, Hk, n_tiles, 8, D] hi/lo strided checksums of K (prepass)
   const float* kn;    // [B, Hk, n_tiles, 4] sum of ||k||_2 per checksum group
   const void* vc;     // checksum columns of V: [B, Hk, n_tiles*64, 8]
-  int* kready;        // the streaming prepass's items done ([B, Hk, ceil(n_tiles / kTiles)], behind kn)
   float kc_unscale, vc1_unscale;
   float c_gemm;       // QK residual bound relative to ||q|| * sum ||k||
   float e_out;        // final-check bound relative to sum_k p_k sum_d |v_kd|

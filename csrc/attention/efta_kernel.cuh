@@ -1181,21 +1181,23 @@ __device__ __forceinline__ void row_reduce_scatter(float (&v)[8], int c) {
   for (int o = CH / 16; o >= 1; o >>= 1) v[0] += __shfl_xor_sync(kFull, v[0], o);
 }
 
-// One group of kThreads threads: the checksums of key tiles g kTiles ... g kTiles + kTiles - 1 of
-// (batch b, kv head hk). sync(): the group's barrier; norms: the group's shared scratch.
-template <typename T, int D, typename Sync>
-__device__ __forceinline__ void prepass_group(const Params& p, int g, int hk, int b, int tid,
-                                              float (&norms)[PrepassLay<D>::kTiles][kBlockN], Sync sync) {
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
+  // The wgmma kernel that follows may launch now: its set-up (barriers, the Q tile, ||q||) overlaps
+  // this kernel's last wave, and it waits for these checksums before it reads them (grid_dep_wait).
+  grid_dep_launch_dependents();
+  if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.nf_token + 1, 1);
   using L = PrepassLay<D>;
   constexpr int CH = L::CH;
-  const int lt = tid / (8 * CH), r = (tid / CH) % 8, c = tid % CH;
-  const int t = g * L::kTiles + lt;
+  const int tid = threadIdx.x, lt = tid / (8 * CH), r = (tid / CH) % 8, c = tid % CH;
+  const int t = blockIdx.x * L::kTiles + lt, hk = blockIdx.y, b = blockIdx.z;
   const bool tile_ok = t < p.n_tiles;  // whole warps: a warp lies inside one tile
   const int j0 = min(t, p.n_tiles - 1) * kBlockN;
   const T* gk = reinterpret_cast<const T*>(p.k) + b * p.k_sb + hk * p.k_sh + 8 * c;
   const T* gv = reinterpret_cast<const T*>(p.v) + b * p.v_sb + hk * p.v_sh + 8 * c;
   const int64_t tile_id = (int64_t)(b * p.Hk + hk) * p.n_tiles + t;
   const float ks = 1.f / p.kc_unscale, s1 = 1.f / p.vc1_unscale;
+  __shared__ float norms[L::kTiles][kBlockN];
 
   uint4 kq[8], vq[8];  // keys j0 + r + 8 i (rows past the end read the last key, dropped below)
 #pragma unroll
@@ -1250,102 +1252,21 @@ __device__ __forceinline__ void prepass_group(const Params& p, int g, int hk, in
     T* vc = reinterpret_cast<T*>(const_cast<void*>(p.vc)) + tile_id * kBlockN * 8;
     if (tile_ok) *reinterpret_cast<uint4*>(vc + kl * 8) = *reinterpret_cast<const uint4*>(out);
   }
-  sync();
-  if (tid < 4 * L::kTiles && g * L::kTiles + tid / 4 < p.n_tiles) {
-    const int tl = tid / 4, grp = tid % 4;
+  __syncthreads();
+  if (tid < 4 * L::kTiles && blockIdx.x * L::kTiles + tid / 4 < p.n_tiles) {
+    const int tl = tid / 4, g = tid % 4;
     float s = 0.f;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) s += norms[tl][8 * j + 2 * grp] + norms[tl][8 * j + 2 * grp + 1];
-    const int64_t id = (int64_t)(b * p.Hk + hk) * p.n_tiles + g * L::kTiles + tl;
-    const_cast<float*>(p.kn)[id * 4 + grp] = s * 1.0078125f;
+    for (int j = 0; j < 8; ++j) s += norms[tl][8 * j + 2 * g] + norms[tl][8 * j + 2 * g + 1];
+    const int64_t id = (int64_t)(b * p.Hk + hk) * p.n_tiles + blockIdx.x * L::kTiles + tl;
+    const_cast<float*>(p.kn)[id * 4 + g] = s * 1.0078125f;
   }
-}
-
-// The grid prepass: one CTA (one group) per kTiles key tiles of each (batch, kv head).
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) prepass_kernel(const Params p) {
-  // The kernel that follows may launch now: its set-up (barriers, the Q tile, ||q||) overlaps this
-  // kernel's last wave, and it waits for these checksums before it reads them (grid_dep_wait).
-  grid_dep_launch_dependents();
-  if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) atomicAdd(p.nf_token + 1, 1);
-  __shared__ float norms[PrepassLay<D>::kTiles][kBlockN];
-  prepass_group<T, D>(p, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x, norms, [] { __syncthreads(); });
-}
-
-// The streaming prepass (the wgmma kernel's, EFTA_PREPASS_STREAM): a few CTAs (EFTA_PREPASS_CTAS) of
-// kPpGroups groups each take the items (batch, kv head, group of kTiles key tiles) in the order the
-// attention kernel consumes them, and mark each ready (Params::kready) once its checksums are
-// stored. The attention kernel launches at once on the other SMs and waits per item where it first
-// loads one, so these loads run beside its tiles instead of before them (the grid prepass, on every
-// SM, held the tensor cores idle for 14-18 % of a 512-key call: NOTES_attention.md, session 63).
-// Each CTA clears the flags of its own items before the dependent launch: no flag of an earlier
-// call is seen, and none is cleared after its item was marked.
-constexpr int kPpGroups = 4;
-#ifndef EFTA_PREPASS_CTAS
-#define EFTA_PREPASS_CTAS 16
-#endif
-template <typename T, int D>
-__global__ void __launch_bounds__(kPpGroups * kThreads, 1) prepass_stream_kernel(const Params p, int items, int ngr) {
-  const int grp = threadIdx.x / kThreads, tid = threadIdx.x % kThreads, stride = gridDim.x * kPpGroups;
-  for (int l = threadIdx.x;; l += blockDim.x) {  // this CTA's items: l / G strides, group l % G
-    const int item = (l / kPpGroups) * stride + blockIdx.x * kPpGroups + l % kPpGroups;
-    if (item >= items) break;
-    p.kready[item] = 0;
-  }
-  if (threadIdx.x == 0 && blockIdx.x == 0) atomicAdd(p.nf_token + 1, 1);
-  __threadfence();
-  __syncthreads();
-  grid_dep_launch_dependents();
-  __shared__ float norms[kPpGroups][PrepassLay<D>::kTiles][kBlockN];
-  for (int item = blockIdx.x * kPpGroups + grp; item < items; item += stride) {
-    const int g = item % ngr, bh = item / ngr;
-    prepass_group<T, D>(p, g, bh % p.Hk, bh / p.Hk, tid, norms[grp], [grp] { named_bar_sync(1 + grp, kThreads); });
-    // Every thread's stores ordered before the flag (TMA loads, the async proxy, read K^c and V^c).
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-    __threadfence();
-    named_bar_sync(1 + grp, kThreads);
-    if (tid == 0) asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p.kready + item), "r"(1) : "memory");
-  }
-}
-
-// Waits for item i of a (batch, kv head)'s n streaming-prepass items (flags f: Params::kready) and
-// returns the first item from i + 1 on not seen ready: the next four flags are read in the same
-// round trip (relaxed, then one acquire fence), so that a producer whose items are all ready pays
-// one L2 round trip per four items. After it, the items' K^c and V^c may be loaded by TMA and their
-// key norms read (coherently: ld.global.cg). A flag never set is a bug: trap rather than hang.
-__device__ __forceinline__ int wait_prepass_items(const int* f, int i, int n) {
-  int v[4];
-  for (int spin = 0;; ++spin) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int* a = f + (i + j < n ? i + j : n - 1);
-      asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v[j]) : "l"(a) : "memory");
-    }
-    if (v[0]) break;
-    if (spin > (1 << 24)) __trap();
-    __nanosleep(32);
-  }
-  fence_acq_rel_gpu();
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-  int r = i + 1;
-#pragma unroll
-  for (int j = 1; j < 4; ++j)
-    if (r == i + j && r < n && v[j]) ++r;
-  return r;
 }
 
 template <typename T, int D>
 cudaError_t launch_prepass(const Params& p, cudaStream_t stream) {
   constexpr int per = PrepassLay<D>::kTiles;
   prepass_kernel<T, D><<<dim3((p.n_tiles + per - 1) / per, p.Hk, p.B), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
-}
-template <typename T, int D>
-cudaError_t launch_prepass_stream(const Params& p, cudaStream_t stream) {
-  constexpr int per = PrepassLay<D>::kTiles;
-  const int ngr = (p.n_tiles + per - 1) / per, items = p.B * p.Hk * ngr;
-  const int want = (items + kPpGroups - 1) / kPpGroups, ctas = want < EFTA_PREPASS_CTAS ? want : EFTA_PREPASS_CTAS;
-  prepass_stream_kernel<T, D><<<ctas, kPpGroups * kThreads, 0, stream>>>(p, items, ngr);
   return cudaGetLastError();
 }
 

@@ -29,14 +29,6 @@
 namespace efta {
 namespace h90 {
 
-// The checksums from the streaming prepass (prepass_stream_kernel, efta_kernel.cuh): its items are
-// waited for one by one where the producer first loads them, not as a whole grid before the first
-// tile. -DEFTA_PREPASS_STREAM=0: the grid prepass and the grid dependency wait, for the A/B.
-#ifndef EFTA_PREPASS_STREAM
-#define EFTA_PREPASS_STREAM 1
-#endif
-constexpr bool kStreamPrepass = EFTA_PREPASS_STREAM;
-
 
 template <int D, bool kProtect>
 struct Lay {
@@ -274,9 +266,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
 
     cx.t = t;
     cx.j0 = t * kBlockN;
-    // (Streamed prepass: written while this kernel runs, so not through the non-coherent cache, whose
-    // 128-byte lines would hold the next tiles' norms from before their item was ready.)
-    cx.A = kProtect ? (kStreamPrepass ? __ldcg(kn) : __ldg(kn)) : 0.f;
+    cx.A = kProtect ? __ldg(kn) : 0.f;
     if constexpr (kProtect) {
       if (kHooks)
         for_recs(cx, kScore, [&](int r, const InjRec& rec) {
@@ -451,7 +441,6 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       const int pos0 = attempt * (n_cta - t0);  // ring position of tile t0 in this attempt
       // ------------------------------------------------------------ producer
       if (tid == 0) {
-        int ready_to = t0;  // (streamed prepass) tiles below it are known ready
         if (first) {
           tma_prefetch_desc(&tmK);
           tma_prefetch_desc(&tmV);
@@ -461,20 +450,13 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
             for (int hh = 0; hh < L::kHalves; ++hh) tma_load_4d(sQ + hh * kBM * 128, &tmQ, qfull, hh * 64, i0, h, b);
           }
           stamp.mark(2);
-          if constexpr (kProtect && !kStreamPrepass) grid_dep_wait();  // K^c, V^c: the prepass's
+          if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
           stamp.mark(3);
         }
         for (int t = t0; t < n_cta; ++t) {
           const int pos = pos0 + t - t0, slot = pos % S;
           if (pos >= S) mbar_wait(&ring.empty[slot], (uint32_t)(((pos / S) - 1) & 1));
           uint8_t* st = ring.base + slot * L::kStage;
-          if constexpr (kProtect && kAbl < 5 && kStreamPrepass) {  // the tile's checksums and key norms
-            constexpr int per = PrepassLay<D>::kTiles;
-            if (first && t >= ready_to) {
-              const int ngr = (p.n_tiles + per - 1) / per;
-              ready_to = per * wait_prepass_items(p.kready + (int64_t)(b * p.Hk + hk) * ngr, t / per, ngr);
-            }
-          }
           mbar_expect_tx(&ring.kfull[slot], L::kK);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh) {
@@ -542,8 +524,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
         st.qtol[rr] = p.scale * kLog2e * p.c_gemm * sqrtf(quad_sum(a));
       }
     }
-    if constexpr (kProtect && !kStreamPrepass)
-      if (first) grid_dep_wait();  // the key norms: the prepass's (streamed: per item, by the producer)
+    if constexpr (kProtect)
+      if (first) grid_dep_wait();  // the key norms: the prepass's
     const Ctx cx = make_ctx(p, lane, w - 4, b, h, row0, 16);
     Alarm1<1>* a1 = L::kAlarmRecs ? alarm_recs + (tid - 128) : nullptr;
     // The first masked tile, warp-uniform; through a shuffle the compiler knows it and keeps it in a
@@ -595,17 +577,14 @@ cudaError_t launch_build(const Params& p, const Maps& m, cudaStream_t stream) {
   constexpr auto kern = &attn_fwd_sm90<T, D, kProtect, kPad>;
   if (cudaError_t e = sm90::allow_smem<kern>(L::kSmem)) return e;
   const dim3 grid((p.Sq + L::kBM - 1) / L::kBM, p.Hq, p.B);
-  // Protected: launched while the prepass runs (programmatic dependent launch); its threads wait for
-  // the prepass where they first read what it writes (streamed: item by item, beside the tiles).
+  // Protected: launched while the prepass finishes (programmatic dependent launch); its threads wait
+  // for the prepass where they first read what it writes.
   return sm90::launch_ex(kern, grid, L::kThreadsH, L::kSmem, stream, 1, kProtect, m.q, m.k, m.v, m.kc, m.vc, p);
 }
 
 template <typename T, int D, bool kProtect>
 cudaError_t launch(const Params& p, const Maps& m, cudaStream_t stream) {
-  if constexpr (kProtect && kAbl < 5) {
-    if (cudaError_t e = kStreamPrepass ? launch_prepass_stream<T, D>(p, stream) : launch_prepass<T, D>(p, stream))
-      return e;
-  }
+  if constexpr (kProtect && kAbl < 5) launch_prepass<T, D>(p, stream);
   const bool pad = EFTA_PAD && p.mask_map != nullptr && p.mc_sq == 0;
   return pad ? launch_build<T, D, kProtect, true>(p, m, stream) : launch_build<T, D, kProtect, false>(p, m, stream);
 }

@@ -606,9 +606,7 @@ def _check(rc: int) -> None:
 
 def _checksum_layout(a: _HostArgs, dtype: torch.dtype) -> Tuple[int, int, int]:
     """(bytes in all, the key norms' offset, V^c's offset) of the prepass's one buffer: K^c
-    [tiles, 8, D], key norms [tiles, 4] fp32 and behind them the streaming prepass's ready flags
-    (int32, at most one per tile: efta_api.cu make_params), V^c [tiles, 64, 8], each part 256-byte
-    aligned. The
+    [tiles, 8, D], key norms [tiles, 4] fp32, V^c [tiles, 64, 8], each part 256-byte aligned. The
     decode kernel's workspace instead (variant 3): per split CTA its partial result, O [R, D] and
     4 R row values in fp32 (efta_decode.cuh part_floats)."""
     if a.variant == 3:
@@ -616,7 +614,7 @@ def _checksum_layout(a: _HostArgs, dtype: torch.dtype) -> Tuple[int, int, int]:
         return a.B * a.Hk * row_blocks * a.dec_splits * (a.dec_rows * a.D + 4 * a.dec_rows) * 4, 0, 0
     tiles = a.B * a.Hk * a.n_tiles
     up = lambda nbytes: -(-nbytes // 256) * 256
-    kc_bytes, kn_bytes = up(tiles * 8 * a.D * dtype.itemsize), up(tiles * 4 * 4 + tiles * 4)
+    kc_bytes, kn_bytes = up(tiles * 8 * a.D * dtype.itemsize), up(tiles * 4 * 4)
     return kc_bytes + kn_bytes + tiles * BLOCK_N * 8 * dtype.itemsize, kc_bytes, kc_bytes + kn_bytes
 
 
