@@ -25,7 +25,9 @@
 // Diagnostics only (benchmarks/ablate_thin.sh): bits that drop parts of the protection to time
 // them; 0 in every build the package makes. 1: no column checks in the epilogue (the checksum
 // columns are still computed), 2: no x-side pass (the checksum rows are whatever the buffer holds),
-// 4: checks without the correction path (alarms only counted; fix_row / recompute_row not built).
+// 4: checks without the correction path (alarms only counted; fix_row / recompute_row not built),
+// 8: no checksum-row loads in the k-loop (the slot's rows stay stale), 16: the k-loop's wgmma over
+// x's rows only (N = NX; the checksum columns stay zero): 8 and 16 split the k-loop's share.
 #ifndef FTG_THIN_ABLATE
 #define FTG_THIN_ABLATE 0
 #endif
@@ -351,7 +353,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #else
       const int pre = args.w_static ? (nloc < NS ? nloc : NS) : 0;
 #endif
-      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (PROT ? 8 : 0));
+      constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
@@ -366,7 +369,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
-        if (PROT) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
       stamp.mark(3);
@@ -407,7 +410,8 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) wgmma_ss<T, NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+      for (int ks = 0; ks < BK / 16; ++ks)
+        wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
