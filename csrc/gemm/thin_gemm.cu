@@ -319,75 +319,84 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-// The x-side sums in the kernel (sums_in_kernel), by one warp: for each of the CTA's stages it
-// waits for the x tile (xfull), sums x's M rows per column as the pass does (plain, and weighted by
-// m + 1; lane: two columns, rows read from the 128-byte swizzle), writes the stage's 8 checksum rows
-// behind x's rows (the pass's 16-bit parts, same swizzle), fences them for the wgmma and arrives on
-// the stage's full barrier, which waits for W's bytes and this arrival. x's V-ABFT statistics over
-// the CTA's K (sum_k |mu_k|, var_k, mu_k^2) go to sm.bpart once the last stage is summed.
+// The x-side sums in the kernel (sums_in_kernel), by warps 1 and 2 of the producer warpgroup, each
+// taking the ring slots of one parity (every slot's stages in order by one warp: a parity wait
+// never passes on a slot's previous phase; one warp where the ring's depth is odd). For each of its
+// stages a warp waits for the x tile (xfull), sums x's M rows per column as the pass does (plain,
+// and weighted by m + 1; lane: two columns, rows read from the 128-byte swizzle; extrema packed),
+// writes the stage's 8 checksum rows behind x's rows (the pass's 16-bit parts, same swizzle),
+// fences them for the wgmma and arrives on the stage's full barrier, which waits for W's bytes and
+// this arrival. x's V-ABFT statistics over the CTA's K (sum_k |mu_k|, var_k, mu_k^2) go to
+// sm.bpart[warp - 1] once the warp's last stage is summed.
 template <typename T, int NX>
 __device__ __forceinline__ void x_sums_in_kernel(Ctrl& sm, const uint8_t* base, int stage_bytes, int NS, int nloc,
-                                                 int kb, const Args& args, int lane) {
-  const int M = (int)args.M;
+                                                 int kb, const Args& args, int warp, int lane) {
+  const int M = (int)args.M, nsum = NS % 2 == 0 ? 2 : 1, mine = warp - 1;
+  if (mine >= nsum) return;
   const int64_t K = args.K;
   const uint32_t ring = smem_u32(base) + W_BYTES, sub = 4 * (lane & 3), chunk = lane >> 2;
   float amu = 0.f, var = 0.f, mu2 = 0.f;
   for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
-    mbar_wait(&sm.xfull[slot], round & 1);
-    const uint32_t xs = ring + slot * stage_bytes;
-    float sp[2] = {0.f, 0.f}, sw[2] = {0.f, 0.f}, mx[2] = {-INFINITY, -INFINITY}, mn[2] = {INFINITY, INFINITY};
+    if (slot % nsum == mine) {
+      mbar_wait(&sm.xfull[slot], round & 1);
+      const uint32_t xs = ring + slot * stage_bytes;
+      float sp[2] = {0.f, 0.f}, sw[2] = {0.f, 0.f};
+      uint32_t hx = kNegInf2<T>, hn = kPosInf2<T>;
 #pragma unroll 8
-    for (int m = 0; m < M; ++m) {
-      uint32_t raw;
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(raw) : "r"(xs + m * 128 + ((chunk ^ (m & 7)) << 4) + sub));
-      const float2 v = Elem<T>::unpack(raw);
-      const float wm = (float)(m + 1);
-      sp[0] += v.x; sp[1] += v.y;
-      sw[0] = fmaf(wm, v.x, sw[0]); sw[1] = fmaf(wm, v.y, sw[1]);
-      mx[0] = fmaxf(mx[0], v.x); mx[1] = fmaxf(mx[1], v.y);
-      mn[0] = fminf(mn[0], v.x); mn[1] = fminf(mn[1], v.y);
-    }
-    uint16_t part[2][6];  // [column][checksum row]: hi, mid, lo of the plain sum, then of the weighted
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float p = sp[e];
-      if ((int64_t)(kb + i) * BK + 2 * lane + e < K) {  // (columns past K: TMA's zeros, no statistics)
-        const float mu = p / (float)M;
-        amu += fabsf(mu);
-        var += p != p ? p : fmaxf(0.f, (mx[e] - mu) * (mu - mn[e]));  // a NaN: fmaxf / fminf dropped it
-        mu2 += mu * mu;
+      for (int m = 0; m < M; ++m) {
+        uint32_t raw;
+        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(raw) : "r"(xs + m * 128 + ((chunk ^ (m & 7)) << 4) + sub));
+        const float2 v = Elem<T>::unpack(raw);
+        const float wm = (float)(m + 1);
+        sp[0] += v.x; sp[1] += v.y;
+        sw[0] = fmaf(wm, v.x, sw[0]); sw[1] = fmaf(wm, v.y, sw[1]);
+        hx = hmax2<T>(hx, raw); hn = hmin2<T>(hn, raw);
       }
-      const float v[2] = {p * (1.f / SCALE), sw[e] * (1.f / (SCALE * W_DEN))};
+      const float2 fx = Elem<T>::unpack(hx), fn = Elem<T>::unpack(hn);
+      const float mx[2] = {fx.x, fx.y}, mn[2] = {fn.x, fn.y};
+      uint16_t part[2][6];  // [column][checksum row]: hi, mid, lo of the plain sum, then of the weighted
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const T h = Elem<T>::from_f(v[q]);
-        const float r = v[q] - Elem<T>::to_f(h);
-        T md, lo;
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          md = Elem<T>::from_f(r);
-          lo = Elem<T>::from_f(r - Elem<T>::to_f(md));
-        } else {  // fp16: the residual scaled out of the subnormal range
-          md = Elem<T>::from_f(r * 2048.f);
-          lo = Elem<T>::from_f(0.f);
+      for (int e = 0; e < 2; ++e) {
+        const float p = sp[e];
+        if ((int64_t)(kb + i) * BK + 2 * lane + e < K) {  // (columns past K: TMA's zeros, no statistics)
+          const float mu = p / (float)M;
+          amu += fabsf(mu);
+          var += p != p ? p : fmaxf(0.f, (mx[e] - mu) * (mu - mn[e]));  // a NaN: the extrema dropped it
+          mu2 += mu * mu;
         }
-        part[e][3 * q] = reinterpret_cast<const uint16_t&>(h);
-        part[e][3 * q + 1] = reinterpret_cast<const uint16_t&>(md);
-        part[e][3 * q + 2] = reinterpret_cast<const uint16_t&>(lo);
-      }
-    }
-    const uint32_t cs = xs + NX * 128;
+        const float v[2] = {p * (1.f / SCALE), sw[e] * (1.f / (SCALE * W_DEN))};
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const uint32_t word = r < 6 ? (uint32_t)part[0][r] | ((uint32_t)part[1][r] << 16) : 0u;
-      asm volatile("st.shared.u32 [%0], %1;" ::"r"(cs + r * 128 + ((chunk ^ r) << 4) + sub), "r"(word) : "memory");
+        for (int q = 0; q < 2; ++q) {
+          const T h = Elem<T>::from_f(v[q]);
+          const float r = v[q] - Elem<T>::to_f(h);
+          T md, lo;
+          if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+            md = Elem<T>::from_f(r);
+            lo = Elem<T>::from_f(r - Elem<T>::to_f(md));
+          } else {  // fp16: the residual scaled out of the subnormal range
+            md = Elem<T>::from_f(r * 2048.f);
+            lo = Elem<T>::from_f(0.f);
+          }
+          part[e][3 * q] = reinterpret_cast<const uint16_t&>(h);
+          part[e][3 * q + 1] = reinterpret_cast<const uint16_t&>(md);
+          part[e][3 * q + 2] = reinterpret_cast<const uint16_t&>(lo);
+        }
+      }
+      const uint32_t cs = xs + NX * 128;
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        const uint32_t word = r < 6 ? (uint32_t)part[0][r] | ((uint32_t)part[1][r] << 16) : 0u;
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(cs + r * 128 + ((chunk ^ r) << 4) + sub), "r"(word) : "memory");
+      }
+      fence_proxy_async_smem();  // the wgmma reads them through the async proxy
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.full[slot]);
     }
-    fence_proxy_async_smem();  // the wgmma reads them through the async proxy
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.full[slot]);
     if (++slot == NS) { slot = 0; ++round; }
   }
   amu = warp_sum(amu); var = warp_sum(var); mu2 = warp_sum(mu2);
-  if (lane < 9) (&sm.bpart[0][0])[lane] = lane == 0 ? amu : lane == 1 ? var : lane == 2 ? mu2 : 0.f;
+  if (lane < 3) sm.bpart[mine][lane] = lane == 0 ? amu : lane == 1 ? var : mu2;
+  if (mine == 0 && lane >= 3 && lane < 3 * (4 - nsum)) (&sm.bpart[nsum][0])[lane - 3] = 0.f;
 }
 
 template <typename T, int NX, bool PROT, bool INJ>
@@ -454,15 +463,16 @@ __global__ void __launch_bounds__(THREADS, 1)
       stamp.mark(2);
       for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
         uint8_t* st = base + slot * C::STAGE;
+        if (i >= pre && round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
+        if (xin) {  // x first (from L2): its sums are done by the time W lands
+          mbar_expect_tx(&sm.xfull[slot], x_tx);
+          tma_load_3d(st + W_BYTES, &tmX, &sm.xfull[slot], (kb + i) * BK, 0, b);
+        }
         if (i >= pre) {
-          if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
           mbar_expect_tx(&sm.full[slot], stage_tx);
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
-        if (xin) {
-          mbar_expect_tx(&sm.xfull[slot], x_tx);
-          tma_load_3d(st + W_BYTES, &tmX, &sm.xfull[slot], (kb + i) * BK, 0, b);
-        } else {
+        if (!xin) {
           tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
           if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         }
@@ -493,7 +503,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane < 3) sm.bpart[warp - 1][lane] = s[lane];  // summed in warp order after the k-loop
   }
   if (PROT && tid == 32) sm.wfin = *args.wfinite;  // W's finiteness, for the checks
-  if (PROT && xin && warp == 1) x_sums_in_kernel<T, NX>(sm, base, C::STAGE, NS, nloc, kb, args, lane);
+  if (PROT && xin && (warp == 1 || warp == 2)) x_sums_in_kernel<T, NX>(sm, base, C::STAGE, NS, nloc, kb, args, warp, lane);
 
   float acc[NC / 2];
   if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
