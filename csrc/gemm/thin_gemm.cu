@@ -14,8 +14,7 @@
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
-// before they read W or x. Where x is padded to 32 rows at split 1 (decode), the kernel sums x's
-// rows itself, one warp a stage (x_sums_in_kernel), and no pass runs (sums_in_kernel).
+// before they read W or x.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -38,10 +37,6 @@
 // through the partial tile.
 #ifndef FTG_THIN_REG_EPILOGUE_NX
 #define FTG_THIN_REG_EPILOGUE_NX 64
-#endif
-// The x-side pass before the GEMM at every padding (session 62's order), for the A/B.
-#ifndef FTG_THIN_XPASS_ALWAYS
-#define FTG_THIN_XPASS_ALWAYS 0
 #endif
 
 namespace ftg {
@@ -94,7 +89,6 @@ template <int NX, bool PROT> struct Cfg {
 constexpr int STAMP_C = 128;  // the first consumer thread
 struct Ctrl {
   uint64_t full[MAX_STAGES], empty[MAX_STAGES];
-  uint64_t xfull[MAX_STAGES];  // (sums_in_kernel) the stage's x tile landed, for the summing warp
   float bpart[3][3];  // x's statistics over K (V-ABFT's B statistics), three warps' shares
   float rbias[BW];    // the bias of the CTA's rows of D (columns of y)
   float2 rstat[BW];   // their W statistics (mean, extrema variance)
@@ -103,13 +97,6 @@ struct Ctrl {
   uint8_t fixrow[BW];
   unsigned stamp_slot;  // the diagnostic build's record slot (last: the other fields keep their offsets)
 };
-// Protected calls with x padded to 32 rows at split 1 sum x's rows in the kernel (warp 1, a stage
-// at a time: at most 32 rows x 64 columns, ~10 instructions a row): at 1-16 x 14336x4096 the pass
-// before the GEMM was the whole protection cost, 2.6-3.1 us a call (NOTES.md, run 71c). Wider x
-// keeps the pass (three warps summing 64-128 rows a stage could not keep up: session 38's B2).
-__host__ __device__ constexpr bool sums_in_kernel(int nx, int split) {
-  return !FTG_THIN_XPASS_ALWAYS && nx == 32 && split == 1;
-}
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
@@ -319,86 +306,6 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-// The x-side sums in the kernel (sums_in_kernel), by warps 1 and 2 of the producer warpgroup, each
-// taking the ring slots of one parity (every slot's stages in order by one warp: a parity wait
-// never passes on a slot's previous phase; one warp where the ring's depth is odd). For each of its
-// stages a warp waits for the x tile (xfull), sums x's M rows per column as the pass does (plain,
-// and weighted by m + 1; lane: two columns, rows read from the 128-byte swizzle; extrema packed),
-// writes the stage's 8 checksum rows behind x's rows (the pass's 16-bit parts, same swizzle),
-// fences them for the wgmma and arrives on the stage's full barrier, which waits for W's bytes and
-// this arrival. x's V-ABFT statistics over the CTA's K (sum_k |mu_k|, var_k, mu_k^2) go to
-// sm.bpart[warp - 1] once the warp's last stage is summed.
-template <typename T, int NX>
-__device__ __forceinline__ void x_sums_in_kernel(Ctrl& sm, const uint8_t* base, int stage_bytes, int NS, int nloc,
-                                                 int kb, const Args& args, int warp, int lane) {
-  const int M = (int)args.M, nsum = NS % 2 == 0 ? 2 : 1, mine = warp - 1;
-  if (mine >= nsum) return;
-  const int64_t K = args.K;
-  const uint32_t ring = smem_u32(base) + W_BYTES, sub = 4 * (lane & 3), chunk = lane >> 2;
-  float amu = 0.f, var = 0.f, mu2 = 0.f;
-  for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
-    if (slot % nsum == mine) {
-      mbar_wait(&sm.xfull[slot], round & 1);
-      const uint32_t xs = ring + slot * stage_bytes;
-      float sp[2] = {0.f, 0.f}, sw[2] = {0.f, 0.f};
-      uint32_t hx = kNegInf2<T>, hn = kPosInf2<T>;
-#pragma unroll 8
-      for (int m = 0; m < M; ++m) {
-        uint32_t raw;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(raw) : "r"(xs + m * 128 + ((chunk ^ (m & 7)) << 4) + sub));
-        const float2 v = Elem<T>::unpack(raw);
-        const float wm = (float)(m + 1);
-        sp[0] += v.x; sp[1] += v.y;
-        sw[0] = fmaf(wm, v.x, sw[0]); sw[1] = fmaf(wm, v.y, sw[1]);
-        hx = hmax2<T>(hx, raw); hn = hmin2<T>(hn, raw);
-      }
-      const float2 fx = Elem<T>::unpack(hx), fn = Elem<T>::unpack(hn);
-      const float mx[2] = {fx.x, fx.y}, mn[2] = {fn.x, fn.y};
-      uint16_t part[2][6];  // [column][checksum row]: hi, mid, lo of the plain sum, then of the weighted
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float p = sp[e];
-        if ((int64_t)(kb + i) * BK + 2 * lane + e < K) {  // (columns past K: TMA's zeros, no statistics)
-          const float mu = p / (float)M;
-          amu += fabsf(mu);
-          var += p != p ? p : fmaxf(0.f, (mx[e] - mu) * (mu - mn[e]));  // a NaN: the extrema dropped it
-          mu2 += mu * mu;
-        }
-        const float v[2] = {p * (1.f / SCALE), sw[e] * (1.f / (SCALE * W_DEN))};
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const T h = Elem<T>::from_f(v[q]);
-          const float r = v[q] - Elem<T>::to_f(h);
-          T md, lo;
-          if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-            md = Elem<T>::from_f(r);
-            lo = Elem<T>::from_f(r - Elem<T>::to_f(md));
-          } else {  // fp16: the residual scaled out of the subnormal range
-            md = Elem<T>::from_f(r * 2048.f);
-            lo = Elem<T>::from_f(0.f);
-          }
-          part[e][3 * q] = reinterpret_cast<const uint16_t&>(h);
-          part[e][3 * q + 1] = reinterpret_cast<const uint16_t&>(md);
-          part[e][3 * q + 2] = reinterpret_cast<const uint16_t&>(lo);
-        }
-      }
-      const uint32_t cs = xs + NX * 128;
-#pragma unroll
-      for (int r = 0; r < 8; ++r) {
-        const uint32_t word = r < 6 ? (uint32_t)part[0][r] | ((uint32_t)part[1][r] << 16) : 0u;
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(cs + r * 128 + ((chunk ^ r) << 4) + sub), "r"(word) : "memory");
-      }
-      fence_proxy_async_smem();  // the wgmma reads them through the async proxy
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.full[slot]);
-    }
-    if (++slot == NS) { slot = 0; ++round; }
-  }
-  amu = warp_sum(amu); var = warp_sum(var); mu2 = warp_sum(mu2);
-  if (lane < 3) sm.bpart[mine][lane] = lane == 0 ? amu : lane == 1 ? var : mu2;
-  if (mine == 0 && lane >= 3 && lane < 3 * (4 - nsum)) (&sm.bpart[nsum][0])[lane - 3] = 0.f;
-}
-
 template <typename T, int NX, bool PROT, bool INJ>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
@@ -418,16 +325,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
-  const bool xin = PROT && sums_in_kernel(NX, S);
 
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(&sm.full[s], xin ? 2 : 1);  // (sums in the kernel: W's bytes and the summing warp)
-      mbar_init(&sm.empty[s], 8);
-      mbar_init(&sm.xfull[s], 1);
-    }
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
@@ -452,9 +354,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int pre = args.w_static ? (nloc < NS ? nloc : NS) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
-      // (Sums in the kernel: x on its own barrier, the checksum rows written by the summing warp.)
-      const uint32_t x_tx = 128u * (uint32_t)x_box_rows(M, NX);
-      const uint32_t stage_tx = W_BYTES + (xin ? 0u : x_tx + (LOAD_C ? 1024u : 0u));
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
@@ -463,19 +363,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       stamp.mark(2);
       for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
         uint8_t* st = base + slot * C::STAGE;
-        if (i >= pre && round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
-        if (xin) {  // x first (from L2): its sums are done by the time W lands
-          mbar_expect_tx(&sm.xfull[slot], x_tx);
-          tma_load_3d(st + W_BYTES, &tmX, &sm.xfull[slot], (kb + i) * BK, 0, b);
-        }
         if (i >= pre) {
+          if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
           mbar_expect_tx(&sm.full[slot], stage_tx);
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
-        if (!xin) {
-          tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
-          if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
-        }
+        tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
       stamp.mark(3);
@@ -492,7 +386,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                     : make_float2(0.f, 0.f);
     }
   }
-  if (PROT && !xin && warp >= 1 && warp <= 3) {  // x's statistics over K (the pass's), for the checks
+  if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
     const int nch = cdiv(K, CHUNK);
     float s[3] = {0.f, 0.f, 0.f};
     for (int c = tid - 32; c < nch; c += 96)
@@ -501,9 +395,8 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 3; ++i) s[i] = warp_sum(s[i]);
     if (lane < 3) sm.bpart[warp - 1][lane] = s[lane];  // summed in warp order after the k-loop
+    if (tid == 32) sm.wfin = *args.wfinite;
   }
-  if (PROT && tid == 32) sm.wfin = *args.wfinite;  // W's finiteness, for the checks
-  if (PROT && xin && (warp == 1 || warp == 2)) x_sums_in_kernel<T, NX>(sm, base, C::STAGE, NS, nloc, kb, args, warp, lane);
 
   float acc[NC / 2];
   if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
@@ -749,7 +642,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  if (PROT && !(FTG_THIN_ABLATE & 2) && !sums_in_kernel(NX, a->split)) {
+  if (PROT && !(FTG_THIN_ABLATE & 2)) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
