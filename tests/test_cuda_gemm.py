@@ -816,46 +816,6 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
 
 
 @needs_hopper
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_stream_k(dtype):
-    """Stream-K (cuda_gemm.thin_stream_k): one thin-kernel CTA per SM, each a run of the tiles'
-    k-steps; a tile's runs after its first are written to a workspace and summed in by the CTA that
-    holds k-step 0, which checks and stores. At every padding of x (32, 64, 128 rows), K tails and
-    partial tiles: within the 2x rule protected and not, close to the split-K kernel's result, no
-    false alarm, and faults in the first and the last k-step (the finishing CTA's run and another
-    CTA's partial) and at the output corrected; the workspace's flags are clean after each call."""
-    name = f"cu-thin-sk-{dtype}"
-    s = ftcompile.telemetry.site(site(name))
-    faults = 0
-    for m, n, k, bias in [(1, 1000, 1032, True), (16, 4096, 2048, False), (40, 520, 4096, True),
-                          (100, 1000, 4096, True)]:
-        x, w = _rand(m, k, dtype=dtype), _rand(n, k, dtype=dtype, scale=k ** -0.5)
-        b = _rand(n, dtype=dtype) if bias else None
-        ref = F.linear(x.double(), w.double(), None if b is None else b.double())
-        torch_err = (F.linear(x, w, b).double() - ref).abs().max()
-        run = lambda protect=True, sk=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
-                                                          kernel="thin", stream_k=sk)
-        for protect in (True, False):
-            y = run(protect)
-            assert (y.double() - ref).abs().max() <= 2 * torch_err + 1e-6, (m, n, k)
-            assert (y.double() - run(protect, sk=False).double()).abs().max() <= 2 * torch_err + 1e-6
-        assert _stats(name)["detected"] == faults
-        clean = run()
-        col = n - 1
-        faults += _fault_each_stage(name, run, clean, dtype, (m - 1, col), k)
-        with inject(FaultSpec(site=name, stage="accumulator", index=(0, 3), value=5.0, k_step=0)) as inj:
-            y = run()
-        assert len(inj.events) == 1
-        _assert_same_but_corrected(y, clean, dtype)
-        faults += 1
-        flags = cuda_gemm._workspace("thinsk", x.device, torch.cuda.current_stream().cuda_stream)
-        torch.cuda.synchronize()
-        assert int(flags[:1024].count_nonzero()) == 0
-    st = _stats(name)
-    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-
-
-@needs_hopper
 @pytest.mark.parametrize("depth", [1, 2])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_stream_kernel_two_row_blocks_per_cta(dtype, depth):

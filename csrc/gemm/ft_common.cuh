@@ -92,8 +92,6 @@ struct Args {
   // global scheme, split > 1: the first cluster tile that is split (0: all of them); the tiles
   // before it run whole (the last wave's tiles split over its idle SMs: global_gemm.cu split_units).
   int32_t split_from;
-  // thin kernel: stream-K over this many CTAs (0: tiles x split CTAs; part: its workspace).
-  int32_t sk;
 };
 
 // ---------------------------------------------------------------- row dot products (correction paths)

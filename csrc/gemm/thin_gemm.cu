@@ -306,50 +306,6 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-// Stream-K (Args::sk): the workspace Args::part holds a flag per CTA (1024 bytes) and then each
-// CTA's partial accumulators, consumer thread ct's value j at [cta][j][ct] (coalesced). The CTA
-// that finishes a tile reads its contributors' partials, then clears their flags: the flags are zero
-// between calls (the next call's CTAs write only after their dependency wait, i.e. after this grid).
-constexpr int SK_FLAG_BYTES = 1024, SK_CONSUMERS = THREADS - 128;
-// A segment's accumulators written as this CTA's partial, zeroed, and its flag raised (consumers).
-template <int NC>
-__device__ __forceinline__ void sk_put_partial(float (&acc)[NC / 2], const Args& args, int ct) {
-  float* dst = reinterpret_cast<float*>(static_cast<char*>(args.part) + SK_FLAG_BYTES) +
-               (size_t)blockIdx.x * (NC / 2) * SK_CONSUMERS + ct;
-#pragma unroll
-  for (int j = 0; j < NC / 2; ++j) {
-    __stcg(dst + j * SK_CONSUMERS, acc[j]);
-    acc[j] = 0.f;
-  }
-  fence_acq_rel_gpu();
-  named_bar_sync(1, SK_CONSUMERS);
-  if (ct == 0) asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" ::"l"(static_cast<int*>(args.part) + blockIdx.x), "r"(1)
-                            : "memory");
-}
-// The tile's units [from, end) past this CTA's range are the partials of the CTAs after it: each
-// waited for (a spin per warp), added in CTA order, its flag cleared once every consumer has read it.
-template <int NC>
-__device__ __forceinline__ void sk_add_partials(float (&acc)[NC / 2], const Args& args, int from, int end, int nk,
-                                                int ct) {
-  if (from >= end) return;
-  int* flags = static_cast<int*>(args.part);
-  const float* src = reinterpret_cast<const float*>(static_cast<const char*>(args.part) + SK_FLAG_BYTES);
-  const int64_t U = (int64_t)cdiv(args.N, BW) * nk;
-  int c = blockIdx.x + 1;
-  for (; c < args.sk && c * U / args.sk < end; ++c) {
-    if ((ct & 31) == 0) {
-      for (long spin = 0; ld_acquire_gpu(flags + c) == 0; ++spin)
-        if (spin > (1l << 28)) __trap();  // a partial that never comes: fail rather than hang
-    }
-    __syncwarp();
-    const float* p = src + (size_t)c * (NC / 2) * SK_CONSUMERS + ct;
-#pragma unroll
-    for (int j = 0; j < NC / 2; ++j) acc[j] += __ldcg(p + j * SK_CONSUMERS);
-  }
-  named_bar_sync(1, SK_CONSUMERS);
-  for (int c2 = blockIdx.x + 1 + ct; c2 < c; c2 += SK_CONSUMERS) flags[c2] = 0;
-}
-
 template <typename T, int NX, bool PROT, bool INJ>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
@@ -365,26 +321,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 
   const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
   const int rank = S > 1 ? (int)cluster_rank() : 0;
-  const int b = blockIdx.z;
+  const int tile = blockIdx.x / S, b = blockIdx.z;
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nk = cdiv(K, BK);
-  // The CTA's units (tile, k-step), u = tile nk + k: a cluster rank's share of its tile's k-steps,
-  // or (stream-K, Args::sk CTAs, split 1) a run of units that may cross tile boundaries. It
-  // finishes `tile`, the tile its range ends in, if the range holds that tile's k-step 0 (its last
-  // segment), summing in the partials of the CTAs after it that hold the tile's other k-steps; a
-  // segment not holding k-step 0 (the first, or a range inside one tile) is written as a partial.
-  const int P = args.sk;
-  int u0, u1, tile;
-  if (P) {
-    const int64_t U = (int64_t)cdiv(N, BW) * nk;
-    u0 = (int)(blockIdx.x * U / P), u1 = (int)((blockIdx.x + 1) * U / P);
-    tile = (u1 - 1) / nk;
-    if (tile * nk < u0) tile = -1;  // no k-step 0 in the range: a partial only
-  } else {
-    tile = blockIdx.x / S;
-    u0 = tile * nk + (int)((int64_t)rank * nk / S), u1 = tile * nk + (int)((int64_t)(rank + 1) * nk / S);
-  }
-  const int nloc = u1 - u0;
+  const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
 
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
@@ -417,20 +357,19 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
-        load_w(base + i * C::STAGE, &tmW, &sm.full[i], (u0 + i) % nk * BK, (u0 + i) / nk * BW, b);
+        load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
       }
       grid_dep_wait();
       stamp.mark(2);
       for (int i = 0, slot = 0, round = 0; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
         uint8_t* st = base + slot * C::STAGE;
-        const int ku = (u0 + i) % nk, tu = (u0 + i) / nk;
         if (i >= pre) {
           if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
           mbar_expect_tx(&sm.full[slot], stage_tx);
-          load_w(st, &tmW, &sm.full[slot], ku * BK, tu * BW, b);
+          load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
-        tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], ku * BK, 0, b);
-        if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], ku * BK, 0, b);
+        tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
       stamp.mark(3);
@@ -438,7 +377,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
     grid_dep_wait();
   }
-  if (warp >= 1 && warp <= 3 && tile >= 0) {  // the epilogue's per-row constants, off its critical path
+  if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
     const T* bias = static_cast<const T*>(args.bias);
     for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
       const int64_t n = (int64_t)tile * BW + slice0(rank, S) + r;
@@ -465,7 +404,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
-      const int ku = (u0 + i) % nk, tu = (u0 + i) / nk;
       mbar_wait(&sm.full[slot], round & 1);
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
@@ -475,10 +413,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int ks = 0; ks < BK / 16; ++ks)
         wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
       wgmma_commit();
-      if constexpr (INJ) {  // accumulator faults "after k-step" ku, on the register itself
+      if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
           const Injection& inj = args.inj[q];
-          if (inj.step != ku || inj.row / M != b || inj.col / BW != tu || (inj.col % BW) / 64 != cw) continue;
+          if (inj.step != kb + i || inj.row / M != b || inj.col / BW != tile || (inj.col % BW) / 64 != cw) continue;
           wgmma_wait<0>();
           reg_fence<NC / 2>(acc);
           const int nl = inj.col % BW, m = (int)(inj.row % M);
@@ -490,19 +428,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (i > 0 && lane == 0) mbar_arrive(&sm.empty[prev]);
       prev = slot;
       if (++slot == NS) { slot = 0; ++round; }
-      if (P && tu != tile && (ku == nk - 1 || i + 1 == nloc)) {  // stream-K: a partial segment ends
-        wgmma_wait<0>();
-        reg_fence<NC / 2>(acc);
-        sk_put_partial<NC>(acc, args, tid - 128);
-      }
     }
     wgmma_wait<0>();
     reg_fence<NC / 2>(acc);
-    if (P && tile >= 0) sk_add_partials<NC>(acc, args, u1, (tile + 1) * nk, nk, tid - 128);
     stamp.mark(5, STAMP_C);
   }
   __syncthreads();  // the ring is consumed: the partial tile may overwrite it
-  if (tile < 0) return;  // (stream-K: a CTA that finishes no tile)
   stamp.mark(6);
   bool invalid = false;
   float bst[3] = {0.f, 0.f, 0.f};
@@ -710,7 +641,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ>;
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
-  const dim3 grid((unsigned)(a->sk ? a->sk : cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
+  const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
   if (PROT && !(FTG_THIN_ABLATE & 2)) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
@@ -747,9 +678,7 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   const int nx = a->mtile;
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
       a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES ||
-      (a->protect && (!a->wrow || !a->xsum || !a->xstat)) ||
-      (a->sk && (a->sk < 0 || a->sk > thin::SK_FLAG_BYTES / 4 || a->split != 1 || a->batch != 1 || !a->part ||
-                 a->sk <= cdiv(a->N, thin::BW))))  // stream-K: more CTAs than tiles, one batch
+      (a->protect && (!a->wrow || !a->xsum || !a->xstat)))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||

@@ -158,7 +158,7 @@ class _Args(ctypes.Structure):
                 ("gcol", ctypes.c_int64 * (MAX_GROUP - 1)),
                 ("inj", _Inj * MAX_INJ),
                 ("wrow", ctypes.c_void_p), ("xsum", ctypes.c_void_p), ("xstat", ctypes.c_void_p),
-                ("w_static", ctypes.c_int32), ("split_from", ctypes.c_int32), ("sk", ctypes.c_int32)]
+                ("w_static", ctypes.c_int32), ("split_from", ctypes.c_int32)]
 
 
 # ----------------------------------------------------------------------------- build / load
@@ -338,8 +338,7 @@ def _cached_workspace(key: tuple):
 def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtiles: int = 0):
     """Self-cleaning workspace per (kind, device, stream): kernels leave it as they found it.
 
-    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). thinsk: the thin
-    kernel's stream-K flags and partial tiles (one CTA per SM). global:
+    thread: 8 bytes (the word on which CTAs count non-finite inputs once per call). global:
     (buffer, rows, mtiles); the kernel library gives its size and where its fp32 max (-inf) /
     min (+inf) rows start; the rest starts at zero. Grown by doubling; a replaced one is kept (a
     CUDA graph may hold it). Captured without a warm-up on the capturing stream: one the graph
@@ -350,12 +349,6 @@ def _workspace(kind: str, device: torch.device, stream: int, rows: int = 0, mtil
         if hit is None:
             hit = _new_workspace(key, None, "the thread kernel's workspace",
                                  lambda: torch.zeros(2, dtype=torch.int32, device=device))
-        return hit
-    if kind == "thinsk":  # stream-K: 1 KB of flags (zero between calls), then each CTA's partial tile
-        if hit is None:
-            sms = torch.cuda.get_device_properties(device).multi_processor_count
-            hit = _new_workspace(key, None, "the thin kernel's stream-K workspace", lambda: torch.zeros(
-                1024 + sms * (THIN_MAX_ROWS + 8) // 2 * 256 * 4, dtype=torch.uint8, device=device))
         return hit
     if hit is None or hit[1] < rows or hit[2] < mtiles:
         rows_c = max(rows, 2 * hit[1] if hit else 0)
@@ -623,24 +616,6 @@ THIN_MEM_BYTES_PER_US = 3.2e6
 THIN_CTA_BYTES_PER_US = 8e4
 THIN_CHECK_ROW_US = 0.02
 THIN_MIN_KSTEPS = 3  # per CTA of a split (K = 768 splits 4 ways: run 45b, 1.3-4.5 us faster)
-# Stream-K: where the thin kernel's CTAs (tiles x split) would leave more than a quarter of the SMs
-# idle, every SM takes a run of the tiles' k-steps instead (Args::sk; a tile's runs summed through
-# a workspace). A lone CTA streams W at ~35-60 GB/s, and W's bytes reach ~3.8 TB/s only from ~100
-# CTAs on (NOTES.md, run 71c: 1x11008x4096's 86 CTAs 3.3 TB/s). From THIN_SK_MIN_KSTEPS k-steps a
-# tile (shorter tiles would be cut into runs of a few k-steps each). "0" turns it off.
-THIN_STREAM_K = os.environ.get("FTCOMPILE_THIN_SK", "1") != "0"
-THIN_SK_SM_SHARE = 0.75
-THIN_SK_MIN_KSTEPS = 16
-
-
-def thin_stream_k(n: int, k: int, wb: int, num_sms: int, split: int) -> bool:
-    """Whether the thin kernel runs stream-K (one CTA per SM) for W [wb, n, k] at this split."""
-    tiles = math.ceil(n / THIN_BW)
-    return (THIN_STREAM_K and wb == 1 and tiles * split <= THIN_SK_SM_SHARE * num_sms and tiles < num_sms
-            and math.ceil(k / K_TILE) >= THIN_SK_MIN_KSTEPS and num_sms <= THIN_SK_MAX_CTAS)
-
-
-THIN_SK_MAX_CTAS = 256  # the kernel's flags (thin_gemm.cu SK_FLAG_BYTES)
 
 
 def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect: bool) -> float:
@@ -934,7 +909,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         cluster: Optional[int] = None, kernel: Optional[str] = None,
         warps: Optional[int] = None, pdl: Optional[bool] = None, bn: Optional[int] = None,
         check: Optional[str] = None, ldy: Optional[int] = None,
-        record: Optional[list] = None, stream_k: Optional[bool] = None) -> torch.Tensor:
+        record: Optional[list] = None) -> torch.Tensor:
     """One protected (or, protect=False, plain) linear through the CUDA kernel of ``scheme``.
 
     ``plan`` (benchmarks): injection records as from :func:`plan_injections`, used instead of the
@@ -950,8 +925,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]). ``ldy`` (global
     scheme): y's rows that far apart, N rounded up to 16 bytes (ops/layout.py; default contiguous).
     ``record``: a list that receives the call's launch plan where it can be replayed (ops/replay.py:
-    a function of x giving y, and the weights and biases it depends on). ``stream_k`` (thin kernel,
-    split not given): stream-K on / off instead of thin_stream_k's choice.
+    a function of x giving y, and the weights and biases it depends on).
 
     A group (global scheme): ``weight`` a tuple of [N_j, K] members and ``bias`` None or a tuple
     of their biases; y holds their outputs side by side ([..., sum N_j]), one GEMM over x.
@@ -1039,12 +1013,6 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
                                                  device=dev.index or 0)
-        if split is None and (stream_k if stream_k is not None else thin_stream_k(n, k, wb, a.num_sms, a.split)):
-            a.split, a.sk = 1, a.num_sms
-            a.stages = stages or _thin_stages(a.mtile, protect, 1)
-            skw = _workspace("thinsk", dev, a.stream)
-            keep.append(skw)
-            a.part = skw.data_ptr()
         chains = a.split
         if protect:
             rows = _thin_row_stats(w3, site.static_weight)
@@ -1217,7 +1185,7 @@ def _group_supports(x, weights, biases=(), static_weight=True):
     return group_fallback_reason(x, weights, biases, static_weight) is None
 
 
-fastpath.watch_knobs(__name__, ("THREAD_KERNEL", "GLOBAL_CHECK", "PDL", "GLOBAL_CLUSTER", "THIN_STREAM_K"))
+fastpath.watch_knobs(__name__, ("THREAD_KERNEL", "GLOBAL_CHECK", "PDL", "GLOBAL_CLUSTER"))
 
 
 # ----------------------------------------------------------------------------- registration
