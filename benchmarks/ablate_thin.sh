@@ -2,8 +2,8 @@
 # Where the thin kernel's protection cost goes: builds the kernel library with parts of the
 # protection dropped (FTG_THIN_ABLATE bits, csrc/gemm/thin_gemm.cu: 1 no column checks, 2 no x-side
 # pass, 4 no correction path, 8 no checksum-row loads, 16 the k-loop wgmma without the checksum
-# columns) and times thin on (and off, in build 0) on a few shapes, each build
-# in its own process. ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes;
+# columns) and times thin on (and off, in build 0) on a few shapes, each build in its own process.
+# ABLATE: the builds (default "0 1 4"); SHAPES="MxNxK,...": other shapes;
 # STAGE=build or run: only that half (to build in the background of other GPU work).
 # Diagnostics only: the ablated builds give unchecked or wrong answers.
 # Usage (device tool): bash benchmarks/ablate_thin.sh
