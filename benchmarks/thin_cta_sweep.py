@@ -1,8 +1,8 @@
 """How the thin kernel's W stream scales with its CTAs: x [M, 4096] W^T for N = 128 t rows (t tiles,
 one CTA each at split 1), cuBLAS and the thin kernel off / on, t from a quarter to all of the SMs.
 A per-CTA bound shows as time flat in t (each CTA streams 1 MB of W at its own rate); the memory's
-bound as time growing with t. The two fitted (T = F + max(W / t / r, W_total / R)) tell what more
-CTAs per call (a stream-K split of the tiles over every SM) would gain (NOTES.md, session 63).
+bound as time growing with t (T = F + max(W / t / r, W_total / R), fitted by hand). NOTES.md, session
+63: run 71c's rows, and why the stream-K kernel they suggested did not gain (run 71f).
 
     python benchmarks/thin_cta_sweep.py [--m 1,64] [--tiles 32,48,...] [--out FILE.json]
 """
