@@ -39,6 +39,14 @@
 #define FTG_THIN_REG_EPILOGUE_NX 64
 #endif
 
+// Prepared in session 63, not yet run on a GPU (NOTES.md, "Session 63"): the column checks' sums
+// over x's rows gathered in the reduce, each thread keeping its four rows of D across the columns
+// it reduces (a thread's rows stay fixed when its stride is a multiple of the slice's R / 4), then
+// G = THREADS / (R / 4) partial sums a row joined in the check instead of M values read back.
+#ifndef FTG_THIN_CHECK_IN_REDUCE
+#define FTG_THIN_CHECK_IN_REDUCE 0
+#endif
+
 namespace ftg {
 namespace thin {
 
@@ -79,6 +87,8 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
   static constexpr int P_BYTES = NC * PN * 4;    // the partial tile, column-major
+  // ... and behind it (FTG_THIN_CHECK_IN_REDUCE) each thread's four row sums.
+  static constexpr int EPI_BYTES = P_BYTES + (FTG_THIN_CHECK_IN_REDUCE ? 16 * THREADS : 0);
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
 // Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
@@ -102,7 +112,7 @@ struct Ctrl {
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
 template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
   using C = Cfg<NX, PROT>;
-  const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES;
+  const size_t ring = (size_t)stages * C::STAGE, epi = C::EPI_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
 
@@ -315,7 +325,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
-  const int ring = NS * C::STAGE, epi = C::P_BYTES;
+  const int ring = NS * C::STAGE, epi = C::EPI_BYTES;
   Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring after the k-loop
 
@@ -496,7 +506,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto reduce = [&](auto one) {
       constexpr bool ONE = decltype(one)::value;
       const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
-      for (int i = tid; i < NC * R4; i += THREADS) {
+      constexpr bool CK = PROT && FTG_THIN_CHECK_IN_REDUCE;
+      const int step = CK ? THREADS / R4 * R4 : THREADS;  // (CK: the thread's rows r stay fixed)
+      float4 ps = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int i = tid; i < NC * R4 && (!CK || tid < step); i += step) {
         const int c = i / R4, r = 4 * (i - c * R4);
         const uint32_t addr = smem_u32(part + c * PN + R0 + r);
         float4 v;
@@ -532,7 +545,11 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
         if constexpr (PROT) *reinterpret_cast<float4*>(part + c * PN + R0 + r) = make_float4(f[0], f[1], f[2], f[3]);
+        if constexpr (CK)
+          if (c < M) ps.x += f[0], ps.y += f[1], ps.z += f[2], ps.w += f[3];
       }
+      if constexpr (CK)
+        if (tid < step) reinterpret_cast<float4*>(part + NC * PN)[tid] = ps;  // [tid / R4][R4]
     };
     if (S_ == 1) reduce(std::true_type{});
     else reduce(std::false_type{});
@@ -546,8 +563,13 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int rr = i / 4, sub = i % 4, nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
         float sp = 0.f;
+        if constexpr (FTG_THIN_CHECK_IN_REDUCE) {  // the reduce's G partial sums of row rr
+          const int R4 = R / 4, G = THREADS / R4;
+          for (int q = sub; q < G; q += 4) sp += part[NC * PN + (q * R4 + rr / 4) * 4 + rr % 4];
+        } else {
 #pragma unroll 8
-        for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
+          for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
+        }
         sp += __shfl_xor_sync(0xffffffffu, sp, 1);
         sp += __shfl_xor_sync(0xffffffffu, sp, 2);
         if (sub == 0 && n < N && !invalid) {
