@@ -110,6 +110,9 @@ struct Ctrl {
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
+// (FTG_THIN_CHECK_IN_REDUCE) The reduce's stride over its items of a slice of 4 r4 rows: a multiple
+// of r4, so each thread keeps its four rows; its threads' G = ck_step(r4) / r4 partial sums a row.
+__host__ __device__ constexpr int ck_step(int r4) { return THREADS / r4 * r4; }
 template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
   using C = Cfg<NX, PROT>;
   const size_t ring = (size_t)stages * C::STAGE, epi = C::EPI_BYTES;
@@ -507,7 +510,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       constexpr bool ONE = decltype(one)::value;
       const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
       constexpr bool CK = PROT && FTG_THIN_CHECK_IN_REDUCE;
-      const int step = CK ? THREADS / R4 * R4 : THREADS;  // (CK: the thread's rows r stay fixed)
+      const int step = CK ? ck_step(R4) : THREADS;
       float4 ps = make_float4(0.f, 0.f, 0.f, 0.f);
       for (int i = tid; i < NC * R4 && (!CK || tid < step); i += step) {
         const int c = i / R4, r = 4 * (i - c * R4);
@@ -564,8 +567,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int64_t n = (int64_t)tile * BW + nl;
         float sp = 0.f;
         if constexpr (FTG_THIN_CHECK_IN_REDUCE) {  // the reduce's G partial sums of row rr
-          const int R4 = R / 4, G = THREADS / R4;
-          for (int q = sub; q < G; q += 4) sp += part[NC * PN + (q * R4 + rr / 4) * 4 + rr % 4];
+          const int R4 = R / 4;
+          for (int q = sub; q < ck_step(R4) / R4; q += 4) sp += part[NC * PN + (q * R4 + rr / 4) * 4 + rr % 4];
         } else {
 #pragma unroll 8
           for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
