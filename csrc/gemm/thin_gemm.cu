@@ -14,7 +14,10 @@
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
-// before they read W or x.
+// before they read W or x. XR (x padded to 32 rows, split 1, K <= XR_MAX_STEPS k-steps: the
+// decode calls of the wide layers): no pass; the producer warpgroup's idle warps sum x's rows
+// from global memory into a region of their own, k-step by k-step ahead of the ring, and the
+// checksum columns take a wgmma of their own (N = 8) on it.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -46,11 +49,20 @@
 #ifndef FTG_THIN_CHECK_IN_REDUCE
 #define FTG_THIN_CHECK_IN_REDUCE 0
 #endif
+// XR (see above): the pass at 1-16 x 14336x4096 cost the whole protection, 2.6-3.1 us a call (run
+// 71c): its CTAs wait for the kernel before, and the GEMM's for its completion. -DFTG_THIN_XR=0
+// builds the pass for every call, for the A/B; off in the ablation builds (their bits assume it).
+#ifndef FTG_THIN_XR
+#define FTG_THIN_XR (FTG_THIN_ABLATE == 0)
+#endif
 
 namespace ftg {
 namespace thin {
 
 constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 8, CHUNK = 64;
+// XR's region: a k-step's 8 checksum rows of 64 columns (one 1 KB swizzle atom, as TMA would lay
+// them) and its ready barrier; at K = 4096 (64 k-steps) 7 stages still fit beside it.
+constexpr int XR_MAX_STEPS = 64, XR_STEP_BYTES = 1024 + 8;
 // The partial tile's pitch in floats, a column of D (x's row) a line: 16-byte aligned lines, and
 // % 32 == 4, so a warp's accumulator stores (8 rows x 4 column pairs) meet no bank conflict.
 constexpr int PN = BW + 4;
@@ -113,9 +125,15 @@ __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW /
 // (FTG_THIN_CHECK_IN_REDUCE) The reduce's stride over its items of a slice of 4 r4 rows: a multiple
 // of r4, so each thread keeps its four rows; its threads' G = ck_step(r4) / r4 partial sums a row.
 __host__ __device__ constexpr int ck_step(int r4) { return THREADS / r4 * r4; }
-template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
+// XR's k-steps (its region's size), or 0 where the x-side pass runs.
+__host__ __device__ constexpr int xr_steps(int nx, bool prot, int split, int64_t K) {
+  return FTG_THIN_XR && prot && nx == 32 && split == 1 && (K + BK - 1) / BK <= XR_MAX_STEPS ? (int)((K + BK - 1) / BK)
+                                                                                           : 0;
+}
+template <int NX, bool PROT> size_t smem_bytes(int stages, int split, int64_t K) {
   using C = Cfg<NX, PROT>;
-  const size_t ring = (size_t)stages * C::STAGE, epi = C::EPI_BYTES;
+  const size_t ring = (size_t)stages * C::STAGE + (size_t)xr_steps(NX, PROT, split, K) * XR_STEP_BYTES,
+               epi = C::EPI_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
 
@@ -199,6 +217,85 @@ __global__ void __launch_bounds__(256) thin_xsum_kernel(const __grid_constant__ 
   }
   __syncthreads();
   if (tid < 3) args.xstat[((int64_t)b * gridDim.x + c) * 4 + tid] = cst[0][tid] + cst[1][tid];
+}
+
+// ---------------------------------------------------------------- XR: the pass's work inside the GEMM
+// Warp w (0-2) of the producer warpgroup's idle warps sums x's rows over k-steps 2 w, 2 w + 1,
+// 2 w + 6, ...: a lane's four columns (one 8-byte load a row, 16 rows in flight), their
+// checksum rows as the pass writes them (16-bit parts of the scaled plain and weighted sums; rows
+// 6, 7 zero) stored into the k-step's atom with TMA's 128-byte swizzle, made visible to the
+// wgmma's proxy, and the k-step's barrier arrived on. Nothing waits for a slot: the region holds
+// every k-step, so the warps run ahead of W's ring from the start. `stat`: the lane's share of x's
+// V-ABFT statistics over its columns (as the pass's xstat, summed over K).
+template <typename T>
+__device__ __forceinline__ void xr_checksum_rows(uint8_t* region, uint64_t* ready, int nsteps, const Args& args, int b,
+                                                 int w, int lane, float (&stat)[3]) {
+  const int64_t M = args.M, K = args.K;
+  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+  for (int j = 2 * w; j < nsteps; j += 6) {
+    const int step = j + lane / 16;
+    const int64_t k = (int64_t)step * BK + 4 * (lane % 16);
+    const bool in = step < nsteps && k < K;  // K % 8 == 0: the four columns are in or out together
+    float p[4] = {0.f, 0.f, 0.f, 0.f}, s[4] = {0.f, 0.f, 0.f, 0.f};
+    float hi[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, lo[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+    for (int m0 = 0; m0 < M; m0 += 16) {  // 16 rows' loads in flight at a time
+      uint2 raw[16];
+#pragma unroll
+      for (int r = 0; r < 16; ++r)
+        if (in && m0 + r < M) raw[r] = __ldg(reinterpret_cast<const uint2*>(X + (m0 + r) * args.x_rstride + k));
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        if (in && m0 + r < M) {
+          const float2 a = Elem<T>::unpack(raw[r].x), c = Elem<T>::unpack(raw[r].y);
+          const float v[4] = {a.x, a.y, c.x, c.y}, wm = (float)(m0 + r + 1);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            p[e] += v[e];
+            s[e] = fmaf(wm, v[e], s[e]);
+            hi[e] = fmaxf(hi[e], v[e]);
+            lo[e] = fminf(lo[e], v[e]);
+          }
+        }
+      }
+    }
+    float part[6][4];  // the checksum rows' 16-bit parts (exact in T), rows 6 and 7 zero
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float mu = p[e] / (float)M;
+      float var = fmaxf(0.f, (hi[e] - mu) * (mu - lo[e]));
+      if (p[e] != p[e]) var = p[e];  // a NaN in the column: fmaxf / fminf dropped it, the sum did not
+      if (in) { stat[0] += fabsf(mu); stat[1] += var; stat[2] += mu * mu; }
+      const float v[2] = {in ? p[e] * (1.f / SCALE) : 0.f, in ? s[e] * (1.f / (SCALE * W_DEN)) : 0.f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float top = Elem<T>::to_f(Elem<T>::from_f(v[h])), r = v[h] - top;
+        part[3 * h][e] = top;
+        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+          const float md = Elem<T>::to_f(Elem<T>::from_f(r));
+          part[3 * h + 1][e] = md;
+          part[3 * h + 2][e] = Elem<T>::to_f(Elem<T>::from_f(r - md));
+        } else {  // fp16: the residual scaled out of the subnormal range
+          part[3 * h + 1][e] = Elem<T>::to_f(Elem<T>::from_f(r * 2048.f));
+          part[3 * h + 2][e] = 0.f;
+        }
+      }
+    }
+    if (step < nsteps) {
+      uint8_t* atom = region + (size_t)step * 1024;
+      const int chunk = (lane % 16) / 2;  // the lane's 16-byte chunk of a 128-byte row, before the swizzle
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+        *reinterpret_cast<uint2*>(atom + r * 128 + ((chunk ^ r) * 16) + 8 * (lane % 2)) =
+            r < 6 ? make_uint2(Elem<T>::pack(part[r][0], part[r][1]), Elem<T>::pack(part[r][2], part[r][3]))
+                  : make_uint2(0u, 0u);
+    }
+    fence_proxy_async_smem();  // the wgmma reads the atoms through the async proxy
+    __syncwarp();
+    if (lane == 0) {
+      mbar_arrive(&ready[j]);
+      if (j + 1 < nsteps) mbar_arrive(&ready[j + 1]);
+    }
+  }
 }
 
 // ---------------------------------------------------------------- the GEMM
@@ -319,18 +416,23 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-template <typename T, int NX, bool PROT, bool INJ>
+// XR: x padded to 32 rows, split 1, protected (xr_steps); the checksum rows summed in the CTA.
+template <typename T, int NX, bool PROT, bool INJ, bool XR>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                      const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
   using C = Cfg<NX, PROT>;
+  static_assert(!XR || (NX == 32 && PROT), "XR: x padded to 32 rows, protected");
   constexpr int NC = C::NC, NQ = C::NQ;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
-  const int ring = NS * C::STAGE, epi = C::EPI_BYTES;
+  const int nxr = XR ? cdiv(args.K, BK) : 0;  // XR's k-steps: all of K (split 1)
+  const int ring = NS * C::STAGE + nxr * XR_STEP_BYTES, epi = C::EPI_BYTES;
   Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring after the k-loop
+  uint8_t* xr_region = base + NS * C::STAGE;     // XR: k-step j's checksum atom at j KB ...
+  uint64_t* xr_ready = reinterpret_cast<uint64_t*>(xr_region + nxr * 1024);  // ... and its ready barrier
 
   const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
   const int rank = S > 1 ? (int)cluster_rank() : 0;
@@ -343,6 +445,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
+    for (int j = 0; j < nxr; ++j) mbar_init(&xr_ready[j], 1);
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
@@ -366,7 +469,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #else
       const int pre = args.w_static ? (nloc < NS ? nloc : NS) : 0;
 #endif
-      constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
+      constexpr bool LOAD_C = PROT && !XR && !(FTG_THIN_ABLATE & 8);
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
@@ -390,6 +493,16 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
     grid_dep_wait();
   }
+  if constexpr (XR) {  // first: the k-loop waits for these
+    if (warp >= 1 && warp <= 3) {
+      float st[3] = {0.f, 0.f, 0.f};
+      xr_checksum_rows<T>(xr_region, xr_ready, nxr, args, b, warp - 1, lane, st);
+#pragma unroll
+      for (int i = 0; i < 3; ++i) st[i] = warp_sum(st[i]);
+      if (lane < 3) sm.bpart[warp - 1][lane] = st[lane];  // summed in warp order after the k-loop
+      if (tid == 32) sm.wfin = *args.wfinite;
+    }
+  }
   if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
     const T* bias = static_cast<const T*>(args.bias);
     for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
@@ -399,7 +512,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                     : make_float2(0.f, 0.f);
     }
   }
-  if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
+  if (PROT && !XR && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
     const int nch = cdiv(K, CHUNK);
     float s[3] = {0.f, 0.f, 0.f};
     for (int c = tid - 32; c < nch; c += 96)
@@ -418,13 +531,23 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
       mbar_wait(&sm.full[slot], round & 1);
+      if constexpr (XR) mbar_wait(&xr_ready[i], 0);
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
+      if constexpr (XR) {  // x's columns, then the checksum columns from the k-step's atom
+        const uint64_t dc = desc_k_sw128(smem_u32(xr_region + i * 1024));
 #pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks)
-        wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+        for (int ks = 0; ks < BK / 16; ++ks) {
+          wgmma_ss<T, NX>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+          wgmma_ss<T, 8>(acc + NX / 2, desc_add(da, 32 * ks), desc_add(dc, 32 * ks), 1);
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < BK / 16; ++ks)
+          wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+      }
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
@@ -661,30 +784,36 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
 }
 
-template <typename T, int NX, bool PROT, bool INJ>
+template <typename T, int NX, bool PROT, bool INJ, bool XR>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ>;
-  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
+  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ, XR>;
+  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split, a->K);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  if (PROT && !(FTG_THIN_ABLATE & 2)) {
+  const bool pass = PROT && !XR && !(FTG_THIN_ABLATE & 2);
+  if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
-  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
 }
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
+// (Without XR's region: one CTA an SM either way.)
 template <int NX, bool PROT>
 int max_clusters(int stages, int split) {
-  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false>;
-  const size_t smem = smem_bytes<NX, PROT>(stages, split);
+  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false, false>;
+  const size_t smem = smem_bytes<NX, PROT>(stages, split, 0);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
   return sm90::max_active_clusters(kern, THREADS, smem, split);
 }
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  if (!a->protect) return launch<T, NX, false, false>(a, tw, tx, tc);
-  return a->n_inj ? launch<T, NX, true, true>(a, tw, tx, tc) : launch<T, NX, true, false>(a, tw, tx, tc);
+  if (!a->protect) return launch<T, NX, false, false, false>(a, tw, tx, tc);
+  if constexpr (NX == 32) {
+    if (xr_steps(NX, true, a->split, a->K))
+      return a->n_inj ? launch<T, NX, true, true, true>(a, tw, tx, tc) : launch<T, NX, true, false, true>(a, tw, tx, tc);
+  }
+  return a->n_inj ? launch<T, NX, true, true, false>(a, tw, tx, tc) : launch<T, NX, true, false, false>(a, tw, tx, tc);
 }
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
@@ -717,12 +846,12 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   return a->dtype == 0 ? thin::dispatch<__nv_bfloat16>(a, tw, tx, tc) : thin::dispatch<__half>(a, tw, tx, tc);
 }
 
-// Shared memory of a thin-kernel launch (the host's choice of ring depth).
-extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
+// Shared memory of a thin-kernel launch (the host's choice of ring depth), K = k.
+extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split, long long k) {
   using namespace ftg::thin;
-  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split) : smem_bytes<32, false>(stages, split);
-  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split) : smem_bytes<64, false>(stages, split);
-  return protect ? smem_bytes<128, true>(stages, split) : smem_bytes<128, false>(stages, split);
+  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split, k) : smem_bytes<32, false>(stages, split, k);
+  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split, k) : smem_bytes<64, false>(stages, split, k);
+  return protect ? smem_bytes<128, true>(stages, split, k) : smem_bytes<128, false>(stages, split, k);
 }
 
 // Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice
