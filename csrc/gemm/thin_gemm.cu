@@ -14,10 +14,7 @@
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
-// before they read W or x. XR (x padded to 32 rows, split 1, K <= XR_MAX_STEPS k-steps: the
-// decode calls of the wide layers): no pass; the producer warpgroup's idle warps sum x's rows
-// from global memory into a region of their own, k-step by k-step ahead of the ring, and the
-// checksum columns take a wgmma of their own (N = 8) on it.
+// before they read W or x.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -42,27 +39,18 @@
 #define FTG_THIN_REG_EPILOGUE_NX 64
 #endif
 
-// Prepared in session 63, not yet run on a GPU (NOTES.md, "Session 63"): the column checks' sums
-// over x's rows gathered in the reduce, each thread keeping its four rows of D across the columns
-// it reduces (a thread's rows stay fixed when its stride is a multiple of the slice's R / 4), then
-// G = THREADS / (R / 4) partial sums a row joined in the check instead of M values read back.
-#ifndef FTG_THIN_CHECK_IN_REDUCE
-#define FTG_THIN_CHECK_IN_REDUCE 0
-#endif
-// XR (see above): the pass at 1-16 x 14336x4096 cost the whole protection, 2.6-3.1 us a call (run
-// 71c): its CTAs wait for the kernel before, and the GEMM's for its completion. -DFTG_THIN_XR=0
-// builds the pass for every call, for the A/B; off in the ablation builds (their bits assume it).
-#ifndef FTG_THIN_XR
-#define FTG_THIN_XR (FTG_THIN_ABLATE == 0)
+// Protected, at most this many stages of W before the dependency wait: the next call's CTAs issue
+// them as they land, and the x-side pass's loads of x wait behind that burst (~3 us for an L2 hit
+// while W streams at the memory's rate). Run 72b: 4 instead of the whole ring (8) took 3-4 % off
+// the protected calls at K splits 2-4 and left split 1 level. -DFTG_THIN_PRE_PROT=8: as before.
+#ifndef FTG_THIN_PRE_PROT
+#define FTG_THIN_PRE_PROT 4
 #endif
 
 namespace ftg {
 namespace thin {
 
 constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 8, CHUNK = 64;
-// XR's region: a k-step's 8 checksum rows of 64 columns (one 1 KB swizzle atom, as TMA would lay
-// them) and its ready barrier; at K = 4096 (64 k-steps) 7 stages still fit beside it.
-constexpr int XR_MAX_STEPS = 64, XR_STEP_BYTES = 1024 + 8;
 // The partial tile's pitch in floats, a column of D (x's row) a line: 16-byte aligned lines, and
 // % 32 == 4, so a warp's accumulator stores (8 rows x 4 column pairs) meet no bank conflict.
 constexpr int PN = BW + 4;
@@ -99,8 +87,6 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
   static constexpr int P_BYTES = NC * PN * 4;    // the partial tile, column-major
-  // ... and behind it (FTG_THIN_CHECK_IN_REDUCE) each thread's four row sums.
-  static constexpr int EPI_BYTES = P_BYTES + (FTG_THIN_CHECK_IN_REDUCE ? 16 * THREADS : 0);
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
 // Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
@@ -122,18 +108,9 @@ struct Ctrl {
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
-// (FTG_THIN_CHECK_IN_REDUCE) The reduce's stride over its items of a slice of 4 r4 rows: a multiple
-// of r4, so each thread keeps its four rows; its threads' G = ck_step(r4) / r4 partial sums a row.
-__host__ __device__ constexpr int ck_step(int r4) { return THREADS / r4 * r4; }
-// XR's k-steps (its region's size), or 0 where the x-side pass runs.
-__host__ __device__ constexpr int xr_steps(int nx, bool prot, int split, int64_t K) {
-  return FTG_THIN_XR && prot && nx == 32 && split == 1 && (K + BK - 1) / BK <= XR_MAX_STEPS ? (int)((K + BK - 1) / BK)
-                                                                                           : 0;
-}
-template <int NX, bool PROT> size_t smem_bytes(int stages, int split, int64_t K) {
+template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
   using C = Cfg<NX, PROT>;
-  const size_t ring = (size_t)stages * C::STAGE + (size_t)xr_steps(NX, PROT, split, K) * XR_STEP_BYTES,
-               epi = C::EPI_BYTES;
+  const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
 
@@ -217,85 +194,6 @@ __global__ void __launch_bounds__(256) thin_xsum_kernel(const __grid_constant__ 
   }
   __syncthreads();
   if (tid < 3) args.xstat[((int64_t)b * gridDim.x + c) * 4 + tid] = cst[0][tid] + cst[1][tid];
-}
-
-// ---------------------------------------------------------------- XR: the pass's work inside the GEMM
-// Warp w (0-2) of the producer warpgroup's idle warps sums x's rows over k-steps 2 w, 2 w + 1,
-// 2 w + 6, ...: a lane's four columns (one 8-byte load a row, 16 rows in flight), their
-// checksum rows as the pass writes them (16-bit parts of the scaled plain and weighted sums; rows
-// 6, 7 zero) stored into the k-step's atom with TMA's 128-byte swizzle, made visible to the
-// wgmma's proxy, and the k-step's barrier arrived on. Nothing waits for a slot: the region holds
-// every k-step, so the warps run ahead of W's ring from the start. `stat`: the lane's share of x's
-// V-ABFT statistics over its columns (as the pass's xstat, summed over K).
-template <typename T>
-__device__ __forceinline__ void xr_checksum_rows(uint8_t* region, uint64_t* ready, int nsteps, const Args& args, int b,
-                                                 int w, int lane, float (&stat)[3]) {
-  const int64_t M = args.M, K = args.K;
-  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
-  for (int j = 2 * w; j < nsteps; j += 6) {
-    const int step = j + lane / 16;
-    const int64_t k = (int64_t)step * BK + 4 * (lane % 16);
-    const bool in = step < nsteps && k < K;  // K % 8 == 0: the four columns are in or out together
-    float p[4] = {0.f, 0.f, 0.f, 0.f}, s[4] = {0.f, 0.f, 0.f, 0.f};
-    float hi[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, lo[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
-    for (int m0 = 0; m0 < M; m0 += 16) {  // 16 rows' loads in flight at a time
-      uint2 raw[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r)
-        if (in && m0 + r < M) raw[r] = __ldg(reinterpret_cast<const uint2*>(X + (m0 + r) * args.x_rstride + k));
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        if (in && m0 + r < M) {
-          const float2 a = Elem<T>::unpack(raw[r].x), c = Elem<T>::unpack(raw[r].y);
-          const float v[4] = {a.x, a.y, c.x, c.y}, wm = (float)(m0 + r + 1);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            p[e] += v[e];
-            s[e] = fmaf(wm, v[e], s[e]);
-            hi[e] = fmaxf(hi[e], v[e]);
-            lo[e] = fminf(lo[e], v[e]);
-          }
-        }
-      }
-    }
-    float part[6][4];  // the checksum rows' 16-bit parts (exact in T), rows 6 and 7 zero
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float mu = p[e] / (float)M;
-      float var = fmaxf(0.f, (hi[e] - mu) * (mu - lo[e]));
-      if (p[e] != p[e]) var = p[e];  // a NaN in the column: fmaxf / fminf dropped it, the sum did not
-      if (in) { stat[0] += fabsf(mu); stat[1] += var; stat[2] += mu * mu; }
-      const float v[2] = {in ? p[e] * (1.f / SCALE) : 0.f, in ? s[e] * (1.f / (SCALE * W_DEN)) : 0.f};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float top = Elem<T>::to_f(Elem<T>::from_f(v[h])), r = v[h] - top;
-        part[3 * h][e] = top;
-        if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-          const float md = Elem<T>::to_f(Elem<T>::from_f(r));
-          part[3 * h + 1][e] = md;
-          part[3 * h + 2][e] = Elem<T>::to_f(Elem<T>::from_f(r - md));
-        } else {  // fp16: the residual scaled out of the subnormal range
-          part[3 * h + 1][e] = Elem<T>::to_f(Elem<T>::from_f(r * 2048.f));
-          part[3 * h + 2][e] = 0.f;
-        }
-      }
-    }
-    if (step < nsteps) {
-      uint8_t* atom = region + (size_t)step * 1024;
-      const int chunk = (lane % 16) / 2;  // the lane's 16-byte chunk of a 128-byte row, before the swizzle
-#pragma unroll
-      for (int r = 0; r < 8; ++r)
-        *reinterpret_cast<uint2*>(atom + r * 128 + ((chunk ^ r) * 16) + 8 * (lane % 2)) =
-            r < 6 ? make_uint2(Elem<T>::pack(part[r][0], part[r][1]), Elem<T>::pack(part[r][2], part[r][3]))
-                  : make_uint2(0u, 0u);
-    }
-    fence_proxy_async_smem();  // the wgmma reads the atoms through the async proxy
-    __syncwarp();
-    if (lane == 0) {
-      mbar_arrive(&ready[j]);
-      if (j + 1 < nsteps) mbar_arrive(&ready[j + 1]);
-    }
-  }
 }
 
 // ---------------------------------------------------------------- the GEMM
@@ -416,23 +314,18 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-// XR: x padded to 32 rows, split 1, protected (xr_steps); the checksum rows summed in the CTA.
-template <typename T, int NX, bool PROT, bool INJ, bool XR>
+template <typename T, int NX, bool PROT, bool INJ>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                      const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
   using C = Cfg<NX, PROT>;
-  static_assert(!XR || (NX == 32 && PROT), "XR: x padded to 32 rows, protected");
   constexpr int NC = C::NC, NQ = C::NQ;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
-  const int nxr = XR ? cdiv(args.K, BK) : 0;  // XR's k-steps: all of K (split 1)
-  const int ring = NS * C::STAGE + nxr * XR_STEP_BYTES, epi = C::EPI_BYTES;
+  const int ring = NS * C::STAGE, epi = C::P_BYTES;
   Ctrl& sm = *reinterpret_cast<Ctrl*>(base + (ring > epi ? ring : epi));
   float* part = reinterpret_cast<float*>(base);  // aliases the ring after the k-loop
-  uint8_t* xr_region = base + NS * C::STAGE;     // XR: k-step j's checksum atom at j KB ...
-  uint64_t* xr_ready = reinterpret_cast<uint64_t*>(xr_region + nxr * 1024);  // ... and its ready barrier
 
   const int tid = threadIdx.x, warp = __shfl_sync(0xffffffffu, tid / 32, 0), lane = tid % 32;
   const int rank = S > 1 ? (int)cluster_rank() : 0;
@@ -445,7 +338,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
-    for (int j = 0; j < nxr; ++j) mbar_init(&xr_ready[j], 1);
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
@@ -460,16 +352,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane == 0) {
       // W's first stages before the dependency wait only where W is a parameter: otherwise it may be
       // the output of a kernel still in flight (the x-side pass lets this kernel launch before it
-      // waits). For the A/Bs: -DFTG_THIN_W_AFTER_WAIT never; -DFTG_THIN_LATE_LAUNCH the order before
-      // (the pass waited first), protected only.
+      // waits); protected, at most FTG_THIN_PRE_PROT of them. For the A/Bs: -DFTG_THIN_W_AFTER_WAIT
+      // never; -DFTG_THIN_LATE_LAUNCH the order before (the pass waited first), protected only.
 #if defined(FTG_THIN_LATE_LAUNCH)
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
 #elif defined(FTG_THIN_W_AFTER_WAIT)
       const int pre = 0;
 #else
-      const int pre = args.w_static ? (nloc < NS ? nloc : NS) : 0;
+      const int pre = args.w_static ? min(nloc, min(NS, PROT ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
-      constexpr bool LOAD_C = PROT && !XR && !(FTG_THIN_ABLATE & 8);
+      constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
@@ -493,16 +385,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   } else {
     grid_dep_wait();
   }
-  if constexpr (XR) {  // first: the k-loop waits for these
-    if (warp >= 1 && warp <= 3) {
-      float st[3] = {0.f, 0.f, 0.f};
-      xr_checksum_rows<T>(xr_region, xr_ready, nxr, args, b, warp - 1, lane, st);
-#pragma unroll
-      for (int i = 0; i < 3; ++i) st[i] = warp_sum(st[i]);
-      if (lane < 3) sm.bpart[warp - 1][lane] = st[lane];  // summed in warp order after the k-loop
-      if (tid == 32) sm.wfin = *args.wfinite;
-    }
-  }
   if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
     const T* bias = static_cast<const T*>(args.bias);
     for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
@@ -512,7 +394,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                                     : make_float2(0.f, 0.f);
     }
   }
-  if (PROT && !XR && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
+  if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
     const int nch = cdiv(K, CHUNK);
     float s[3] = {0.f, 0.f, 0.f};
     for (int c = tid - 32; c < nch; c += 96)
@@ -531,23 +413,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
       mbar_wait(&sm.full[slot], round & 1);
-      if constexpr (XR) mbar_wait(&xr_ready[i], 0);
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
-      if constexpr (XR) {  // x's columns, then the checksum columns from the k-step's atom
-        const uint64_t dc = desc_k_sw128(smem_u32(xr_region + i * 1024));
 #pragma unroll
-        for (int ks = 0; ks < BK / 16; ++ks) {
-          wgmma_ss<T, NX>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
-          wgmma_ss<T, 8>(acc + NX / 2, desc_add(da, 32 * ks), desc_add(dc, 32 * ks), 1);
-        }
-      } else {
-#pragma unroll
-        for (int ks = 0; ks < BK / 16; ++ks)
-          wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
-      }
+      for (int ks = 0; ks < BK / 16; ++ks)
+        wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
@@ -632,10 +504,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto reduce = [&](auto one) {
       constexpr bool ONE = decltype(one)::value;
       const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
-      constexpr bool CK = PROT && FTG_THIN_CHECK_IN_REDUCE;
-      const int step = CK ? ck_step(R4) : THREADS;
-      float4 ps = make_float4(0.f, 0.f, 0.f, 0.f);
-      for (int i = tid; i < NC * R4 && (!CK || tid < step); i += step) {
+      for (int i = tid; i < NC * R4; i += THREADS) {
         const int c = i / R4, r = 4 * (i - c * R4);
         const uint32_t addr = smem_u32(part + c * PN + R0 + r);
         float4 v;
@@ -671,11 +540,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
         if constexpr (PROT) *reinterpret_cast<float4*>(part + c * PN + R0 + r) = make_float4(f[0], f[1], f[2], f[3]);
-        if constexpr (CK)
-          if (c < M) ps.x += f[0], ps.y += f[1], ps.z += f[2], ps.w += f[3];
       }
-      if constexpr (CK)
-        if (tid < step) reinterpret_cast<float4*>(part + NC * PN)[tid] = ps;  // [tid / R4][R4]
     };
     if (S_ == 1) reduce(std::true_type{});
     else reduce(std::false_type{});
@@ -689,13 +554,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int rr = i / 4, sub = i % 4, nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
         float sp = 0.f;
-        if constexpr (FTG_THIN_CHECK_IN_REDUCE) {  // the reduce's G partial sums of row rr
-          const int R4 = R / 4;
-          for (int q = sub; q < ck_step(R4) / R4; q += 4) sp += part[NC * PN + (q * R4 + rr / 4) * 4 + rr % 4];
-        } else {
 #pragma unroll 8
-          for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
-        }
+        for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
         sp += __shfl_xor_sync(0xffffffffu, sp, 1);
         sp += __shfl_xor_sync(0xffffffffu, sp, 2);
         if (sub == 0 && n < N && !invalid) {
@@ -784,36 +644,30 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
 }
 
-template <typename T, int NX, bool PROT, bool INJ, bool XR>
+template <typename T, int NX, bool PROT, bool INJ>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ, XR>;
-  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split, a->K);
+  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ>;
+  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  const bool pass = PROT && !XR && !(FTG_THIN_ABLATE & 2);
-  if (pass) {
+  if (PROT && !(FTG_THIN_ABLATE & 2)) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
-  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
 }
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
-// (Without XR's region: one CTA an SM either way.)
 template <int NX, bool PROT>
 int max_clusters(int stages, int split) {
-  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false, false>;
-  const size_t smem = smem_bytes<NX, PROT>(stages, split, 0);
+  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false>;
+  const size_t smem = smem_bytes<NX, PROT>(stages, split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
   return sm90::max_active_clusters(kern, THREADS, smem, split);
 }
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  if (!a->protect) return launch<T, NX, false, false, false>(a, tw, tx, tc);
-  if constexpr (NX == 32) {
-    if (xr_steps(NX, true, a->split, a->K))
-      return a->n_inj ? launch<T, NX, true, true, true>(a, tw, tx, tc) : launch<T, NX, true, false, true>(a, tw, tx, tc);
-  }
-  return a->n_inj ? launch<T, NX, true, true, false>(a, tw, tx, tc) : launch<T, NX, true, false, false>(a, tw, tx, tc);
+  if (!a->protect) return launch<T, NX, false, false>(a, tw, tx, tc);
+  return a->n_inj ? launch<T, NX, true, true>(a, tw, tx, tc) : launch<T, NX, true, false>(a, tw, tx, tc);
 }
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
@@ -846,12 +700,12 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   return a->dtype == 0 ? thin::dispatch<__nv_bfloat16>(a, tw, tx, tc) : thin::dispatch<__half>(a, tw, tx, tc);
 }
 
-// Shared memory of a thin-kernel launch (the host's choice of ring depth), K = k.
-extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split, long long k) {
+// Shared memory of a thin-kernel launch (the host's choice of ring depth).
+extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
-  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split, k) : smem_bytes<32, false>(stages, split, k);
-  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split, k) : smem_bytes<64, false>(stages, split, k);
-  return protect ? smem_bytes<128, true>(stages, split, k) : smem_bytes<128, false>(stages, split, k);
+  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split) : smem_bytes<32, false>(stages, split);
+  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split) : smem_bytes<64, false>(stages, split);
+  return protect ? smem_bytes<128, true>(stages, split) : smem_bytes<128, false>(stages, split);
 }
 
 // Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice

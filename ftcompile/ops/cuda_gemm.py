@@ -190,7 +190,7 @@ def lib():
                 handle.ft_gemm_global_split_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_split_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_thin_smem.restype = ctypes.c_longlong
-                handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4 + [ctypes.c_longlong]
+                handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_thin_max_clusters.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_stream_max_clusters.argtypes = [ctypes.c_int] * 3
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
@@ -649,15 +649,14 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
         split = min((s for s in range(1, 5) if s == 1 or nk // s >= THIN_MIN_KSTEPS),
                     key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), protect), s))
     if stages is None:
-        stages = _thin_stages(nx, protect, split, k)
+        stages = _thin_stages(nx, protect, split)
     return nx, split, stages
 
 
-def _thin_stages(nx: int, protect: bool, split: int, k: int = 0) -> int:
-    """The thin kernel's deepest ring (<= 8 stages) that fits shared memory at this split and K
-    (k = 0: without the region of the decode calls' own checksum rows, XR in thin_gemm.cu)."""
+def _thin_stages(nx: int, protect: bool, split: int) -> int:
+    """The thin kernel's deepest ring (<= 8 stages) that fits shared memory at this split."""
     stages = 8
-    while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split, k) > SMEM_MAX:
+    while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
         stages -= 1
     return stages
 
