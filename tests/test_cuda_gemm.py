@@ -816,6 +816,43 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
 
 
 @needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_thin_kernel_one_row_is_its_own_checksum_row(dtype):
+    """At one row of x the thin kernel runs no x-side pass: x's row is loaded again as its checksum
+    row and x's statistics are summed inside the kernel. K tails, K splits of 1-4 and batched
+    weights: within the 2x rule protected and not, no false alarm, faults at both stages corrected;
+    a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
+    name = f"cu-thin-one-row-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    faults = 0
+    for wb, n, k, split, bias in [(1, 1000, 520, 1, True), (1, 4096, 4096, 2, False), (1, 300, 8, 1, True),
+                                  (1, 2048, 1032, 4, True), (3, 300, 256, 1, False)]:
+        x = _rand(*([wb] if wb > 1 else []), 1, k, dtype=dtype)
+        w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
+        b = _rand(n, dtype=dtype) if bias else None
+        ref = F.linear(x.double(), w.double(), None if b is None else b.double()) if wb == 1 else \
+            x.double() @ w.double().transpose(-1, -2)
+        torch_err = ((F.linear(x, w, b) if wb == 1 else x @ w.transpose(-1, -2)).double() - ref).abs().max()
+        run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
+                                                 split=split, kernel="thin")
+        for protect in (True, False):
+            assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, n, k, split)
+        assert _stats(name)["detected"] == faults
+        clean = run()
+        if wb == 1:
+            faults += _fault_each_stage(name, run, clean, dtype, (0, n - 1), k)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+    w = _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
+    for i, bad in enumerate((float("nan"), float("inf"))):
+        x = _rand(1, 512, dtype=dtype)
+        x[0, 7] = bad
+        y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+        assert not torch.isfinite(y).any()
+        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
+
+
+@needs_hopper
 @pytest.mark.parametrize("depth", [1, 2])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_stream_kernel_two_row_blocks_per_cta(dtype, depth):

@@ -14,7 +14,10 @@
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
-// before they read W or x.
+// before they read W or x. One row of x (batch-1 decode) needs no pass: x's row is its own
+// checksum row (sum and weighted sum of one row are the row), loaded a second time by TMA into
+// the first checksum row, and x's statistics (mean = the row, no spread) are summed from global
+// memory by the producer warpgroup's idle warps while the k-loop runs (only the checks read them).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -37,6 +40,10 @@
 // through the partial tile.
 #ifndef FTG_THIN_REG_EPILOGUE_NX
 #define FTG_THIN_REG_EPILOGUE_NX 64
+#endif
+// One row without the pass (see above). -DFTG_THIN_ONE_ROW_PASS=1: the pass at one row too, for the A/B.
+#ifndef FTG_THIN_ONE_ROW_PASS
+#define FTG_THIN_ONE_ROW_PASS 0
 #endif
 
 // Protected, at most this many stages of W before the dependency wait: the next call's CTAs issue
@@ -73,14 +80,20 @@ __device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64
 // Rows of x's TMA box: the call's rows rounded up to 8 (a swizzle atom), not all NX. TMA fills
 // out-of-bounds rows slowly (~3 ns a row and stage: NOTES_gemm.md, runs 46e and 46h);
 // the slot's rows past the box keep whatever they held: they only reach columns of D past M, which
-// nothing stores or checks. -DFTG_THIN_FULL_XBOX: all NX rows, for the A/B.
+// nothing stores or checks. For the A/Bs: -DFTG_THIN_FULL_XBOX all NX rows, -DFTG_THIN_XBOX_EXACT
+// the call's rows alone (session 64).
 __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #ifdef FTG_THIN_FULL_XBOX
   return nx;
+#elif defined(FTG_THIN_XBOX_EXACT)
+  return M >= nx ? nx : (int)M;
 #else
   return M >= nx ? nx : (int)((M + 7) / 8 * 8);
 #endif
 }
+
+// A protected call of one row: x's row is its checksum row (no pass; see the top of the file).
+__host__ __device__ constexpr bool one_row(int64_t M) { return !FTG_THIN_ONE_ROW_PASS && M == 1; }
 
 template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
@@ -252,8 +265,13 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
   constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
   const float fm = (float)M;
   ColumnCheck k;
-  k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
-  k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
+  if (one_row(M)) {  // the checksum column is x's row itself, unscaled (the others are not loaded)
+    k.cp = chk[0] + bn;
+    k.cwt = k.cp * (1.f / W_DEN);
+  } else {
+    k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
+    k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
+  }
   k.thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
   return k;
 }
@@ -362,7 +380,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int pre = args.w_static ? min(nloc, min(NS, PROT ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
-      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? 8 : 0));
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? (one_row(M) ? 1 : 8) : 0));
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
@@ -395,11 +413,27 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
-    const int nch = cdiv(K, CHUNK);
     float s[3] = {0.f, 0.f, 0.f};
-    for (int c = tid - 32; c < nch; c += 96)
+    if (one_row(M)) {  // from x's row: |mean| = |x_k|, no spread (NaN where x_k is), mean^2 = x_k^2
+      const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+#pragma unroll 4
+      for (int64_t k = 4 * (tid - 32); k < K; k += 4 * 96) {  // K % 8 == 0; 8-byte loads
+        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(X + k));
+        const float2 a = Elem<T>::unpack(raw.x), c = Elem<T>::unpack(raw.y);
+        const float v[4] = {a.x, a.y, c.x, c.y};
 #pragma unroll
-      for (int i = 0; i < 3; ++i) s[i] += args.xstat[((int64_t)b * nch + c) * 4 + i];
+        for (int e = 0; e < 4; ++e) {
+          s[0] += fabsf(v[e]);
+          if (v[e] != v[e]) s[1] = v[e];
+          s[2] = fmaf(v[e], v[e], s[2]);
+        }
+      }
+    } else {
+      const int nch = cdiv(K, CHUNK);
+      for (int c = tid - 32; c < nch; c += 96)
+#pragma unroll
+        for (int i = 0; i < 3; ++i) s[i] += args.xstat[((int64_t)b * nch + c) * 4 + i];
+    }
 #pragma unroll
     for (int i = 0; i < 3; ++i) s[i] = warp_sum(s[i]);
     if (lane < 3) sm.bpart[warp - 1][lane] = s[lane];  // summed in warp order after the k-loop
@@ -650,11 +684,12 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  if (PROT && !(FTG_THIN_ABLATE & 2)) {
+  const bool pass = PROT && !one_row(a->M) && !(FTG_THIN_ABLATE & 2);
+  if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
-  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, PROT || a->pdl != 0, tw, tx, tc, *a);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
 }
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
 template <int NX, bool PROT>
@@ -692,7 +727,9 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
       !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
-  if (a->protect) {
+  if (a->protect && thin::one_row(a->M)) {  // x's row, as its own checksum row
+    if (!make_tmap(&tc, a->x, a->batch, 1, a->K, a->x_rstride, a->x_bstride, 1)) return FTG_ERR_TMAP;
+  } else if (a->protect) {
     if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
   } else {
     tc = tx;
