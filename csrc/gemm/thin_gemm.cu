@@ -46,7 +46,7 @@
 #define FTG_THIN_ONE_ROW_PASS 0
 #endif
 
-// Protected, at most this many stages of W before the dependency wait: the next call's CTAs issue
+// Behind the x-side pass, at most this many stages of W before the dependency wait: the next call's CTAs issue
 // them as they land, and the x-side pass's loads of x wait behind that burst (~3 us for an L2 hit
 // while W streams at the memory's rate). Run 72b: 4 instead of the whole ring (8) took 3-4 % off
 // the protected calls at K splits 2-4 and left split 1 level. -DFTG_THIN_PRE_PROT=8: as before.
@@ -80,13 +80,11 @@ __device__ __forceinline__ void load_w(void* dst, const CUtensorMap* map, uint64
 // Rows of x's TMA box: the call's rows rounded up to 8 (a swizzle atom), not all NX. TMA fills
 // out-of-bounds rows slowly (~3 ns a row and stage: NOTES_gemm.md, runs 46e and 46h);
 // the slot's rows past the box keep whatever they held: they only reach columns of D past M, which
-// nothing stores or checks. For the A/Bs: -DFTG_THIN_FULL_XBOX all NX rows, -DFTG_THIN_XBOX_EXACT
-// the call's rows alone (session 64).
+// nothing stores or checks (a box of exactly M rows below 8 was no faster: run 72e).
+// -DFTG_THIN_FULL_XBOX: all NX rows, for the A/B.
 __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #ifdef FTG_THIN_FULL_XBOX
   return nx;
-#elif defined(FTG_THIN_XBOX_EXACT)
-  return M >= nx ? nx : (int)M;
 #else
   return M >= nx ? nx : (int)((M + 7) / 8 * 8);
 #endif
@@ -370,14 +368,14 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane == 0) {
       // W's first stages before the dependency wait only where W is a parameter: otherwise it may be
       // the output of a kernel still in flight (the x-side pass lets this kernel launch before it
-      // waits); protected, at most FTG_THIN_PRE_PROT of them. For the A/Bs: -DFTG_THIN_W_AFTER_WAIT
+      // waits); behind the pass, at most FTG_THIN_PRE_PROT of them. For the A/Bs: -DFTG_THIN_W_AFTER_WAIT
       // never; -DFTG_THIN_LATE_LAUNCH the order before (the pass waited first), protected only.
 #if defined(FTG_THIN_LATE_LAUNCH)
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
 #elif defined(FTG_THIN_W_AFTER_WAIT)
       const int pre = 0;
 #else
-      const int pre = args.w_static ? min(nloc, min(NS, PROT ? FTG_THIN_PRE_PROT : NS)) : 0;
+      const int pre = args.w_static ? min(nloc, min(NS, PROT && !one_row(M) ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? (one_row(M) ? 1 : 8) : 0));
