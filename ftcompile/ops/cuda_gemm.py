@@ -1017,7 +1017,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         if protect:
             rows = _thin_row_stats(w3, site.static_weight)
             # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
-            # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary.
+            # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's
+            # output; a one-row call runs no pass and leaves it unread: thin_gemm.cu).
             sums_bytes = (wb * 8 * k * 2 + 15) // 16 * 16
             xs = torch.empty(sums_bytes + wb * math.ceil(k / K_TILE) * 16, dtype=torch.uint8, device=dev)
             keep += [rows, xs]
