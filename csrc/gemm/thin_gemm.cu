@@ -41,15 +41,17 @@
 #ifndef FTG_THIN_REG_EPILOGUE_NX
 #define FTG_THIN_REG_EPILOGUE_NX 64
 #endif
-// One row without the pass (see above). -DFTG_THIN_ONE_ROW_PASS=1: the pass at one row too, for the A/B.
+// One row without the pass (see above; runs 72e-f). -DFTG_THIN_ONE_ROW_PASS=1: the pass at one row
+// too, for the A/B.
 #ifndef FTG_THIN_ONE_ROW_PASS
 #define FTG_THIN_ONE_ROW_PASS 0
 #endif
 
-// Behind the x-side pass, at most this many stages of W before the dependency wait: the next call's CTAs issue
-// them as they land, and the x-side pass's loads of x wait behind that burst (~3 us for an L2 hit
-// while W streams at the memory's rate). Run 72b: 4 instead of the whole ring (8) took 3-4 % off
-// the protected calls at K splits 2-4 and left split 1 level. -DFTG_THIN_PRE_PROT=8: as before.
+// Behind the x-side pass, at most this many stages of W before the dependency wait: the next
+// call's CTAs issue them as they land, and the pass's loads of x wait behind that burst (~3 us for
+// an L2 hit while W streams at the memory's rate). Runs 72b-c: 4 instead of the whole ring (8) took
+// 2.5-4 % off the protected calls at 64 / 128 x 4096^2 (K split 3), the rest level.
+// -DFTG_THIN_PRE_PROT=8: as before, for the A/B.
 #ifndef FTG_THIN_PRE_PROT
 #define FTG_THIN_PRE_PROT 4
 #endif
@@ -368,17 +370,20 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (lane == 0) {
       // W's first stages before the dependency wait only where W is a parameter: otherwise it may be
       // the output of a kernel still in flight (the x-side pass lets this kernel launch before it
-      // waits); behind the pass, at most FTG_THIN_PRE_PROT of them. For the A/Bs: -DFTG_THIN_W_AFTER_WAIT
-      // never; -DFTG_THIN_LATE_LAUNCH the order before (the pass waited first), protected only.
+      // waits); behind the pass, at most FTG_THIN_PRE_PROT of them. For the A/Bs:
+      // -DFTG_THIN_W_AFTER_WAIT never; -DFTG_THIN_LATE_LAUNCH the order before (the pass waited
+      // first), protected only.
 #if defined(FTG_THIN_LATE_LAUNCH)
       const int pre = PROT ? (nloc < NS ? nloc : NS) : 0;
 #elif defined(FTG_THIN_W_AFTER_WAIT)
       const int pre = 0;
 #else
-      const int pre = args.w_static ? min(nloc, min(NS, PROT && !one_row(M) ? FTG_THIN_PRE_PROT : NS)) : 0;
+      const int pre =
+          args.w_static ? min(nloc, min(NS, PROT && !one_row(M) ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
-      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + (LOAD_C ? (one_row(M) ? 1 : 8) : 0));
+      const int c_rows = LOAD_C ? (one_row(M) ? 1 : 8) : 0;  // checksum rows: x's own at one row
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + c_rows);
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
