@@ -9,7 +9,8 @@ the auto thread kernel protected and not, variants timed in turn from CUDA graph
 several as "name=path;name2=path2"; GEMM_AB_ROUNDS: rounds, default 2: the first process of a
 run can be slower in every variant, cuBLAS included, so a third round helps; GEMM_AB_SHAPES:
 "MxNxK,MxNxK:thin,..." instead of the default shapes, ":kernel" forcing the thread kernel;
-GEMM_AB_SCHEME: linear_global to time the global scheme instead of the thread scheme.)
+GEMM_AB_SCHEME: linear_global to time the global scheme instead of the thread scheme;
+GEMM_AB_BUILD_ONLY=1: build the variants and print their paths, nothing timed.)
 """
 import os
 
@@ -57,6 +58,9 @@ def main():
         for name, path in bases.items():
             futs[name] = ex.submit(cuda.build_library, "gemm", "ftcompile_gemm_ab_" + name, (), (), False, Path(path))
         libs = {name: f.result() for name, f in futs.items()}
+    if os.environ.get("GEMM_AB_BUILD_ONLY"):  # the libraries alone (e.g. before a test run on one of them)
+        print("\n".join(f"{name} {path}" for name, path in libs.items()))
+        return
     order = list(bases) + list(BUILDS)
     lines = run_alternating({name: libs[name] for name in order}, "FTCOMPILE_GEMM_LIB",
                             lambda tag: CHILD % (SHAPES, SCHEME, SCHEME, tag), rounds=int(os.environ.get("GEMM_AB_ROUNDS", "2")))
