@@ -168,6 +168,36 @@ def test_thin_reference_checks_each_column_over_the_rows(bias):
     assert int(out.uncorrectable) == 1 and torch.allclose(y, clean, rtol=0, atol=1e-4)
 
 
+def test_thin_reference_few_rows_against_a_replica():
+    """Up to gemm.THIN_REPLICA_ROWS rows, gemm.linear_thin (the thin kernel's algorithm there)
+    compares each element with a replica computed the same way: clean inputs of several
+    distributions and row counts raise no alarm; one fault at either stage, or two in one column
+    of y, are each detected once per column and corrected to the fault-free value; NaN in x is
+    counted as a non-finite input and raises no alarm; "detect" corrects nothing."""
+    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-rep", site_id=site("cpu-rep"))
+    g = torch.Generator().manual_seed(5)
+    w, b = torch.randn(72, 300, generator=g) * 0.1, torch.randn(72, generator=g)
+    for m, (shift, scale) in zip((1, 5, 16), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
+        x = torch.randn(m, 300, generator=g) * scale + shift
+        _, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
+        assert int(out.detected) == 0
+    clean, _ = gemm.linear_thin(x, w, b, policy="correct", **kw)
+    cases = [[FaultSpec(site="cpu-rep", stage="output", index=(3, 30), value=5.0)],
+             [FaultSpec(site="cpu-rep", stage="output", index=(r, 30), value=5.0) for r in (7, 9)],
+             [FaultSpec(site="cpu-rep", stage="accumulator", index=(15, 2), value=5.0, k_step=1)]]
+    for specs in cases:
+        with inject(*specs):
+            y, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
+        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 1, 0)
+        assert torch.allclose(y, clean, rtol=0, atol=1e-4)
+    with inject(*cases[0]):
+        y, out = gemm.linear_thin(x, w, b, policy="detect", **kw)
+    assert (int(out.detected), int(out.corrected)) == (1, 0) and (y - clean).abs().max() > 4
+    x[2, 5] = float("nan")
+    y, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
+    assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
+
+
 def test_global_split_follows_the_sweep():
     """The global kernel's K split is the one the run 18g sweep measured fastest (H200, 132 SMs):
     at most 4 splits, all units in one wave, >= 8 k-steps each; none where the tiles fill the GPU."""
@@ -456,9 +486,11 @@ def test_every_random_single_fault_is_corrected(scheme):
 def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme):
     name, rname = f"cu-multi-{scheme}", f"cu-multi-re-{scheme}"
     sid, rid = site(name), site(rname, policy="recompute")
-    x, w = _rand(16, 128, dtype=torch.bfloat16), _rand(128, 128, dtype=torch.bfloat16)
+    # The thin kernel checks a column of y over the call's rows: its two faults share a column
+    # (of more than 16 rows: up to 16, each element has a replica and both are corrected).
+    x = _rand(40 if scheme == "thin" else 16, 128, dtype=torch.bfloat16)
+    w = _rand(128, 128, dtype=torch.bfloat16)
     clean = OPS[scheme](x, w, None, sid)
-    # The thin kernel checks a column of y over the call's rows: its two faults share a column.
     specs = ([dict(stage="output", index=(3, 5), value=4.0), dict(stage="output", index=(9, 5), value=4.0)]
              if scheme == "thin" else [dict(stage="output", index=(3, 5), value=4.0, count=2)])
     with inject(*[FaultSpec(site=name, **sp) for sp in specs]) as inj:
@@ -474,13 +506,14 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
 
 
 @needs_hopper
+@pytest.mark.parametrize("rows", [40, 12], ids=["checksum-rows", "replica"])
 @pytest.mark.parametrize("stage", ["accumulator", "output"])
-def test_thin_kernel_corrects_as_its_cpu_reference(stage):
+def test_thin_kernel_corrects_as_its_cpu_reference(stage, rows):
     """The thin kernel and gemm.linear_thin on the same inputs and fault: the same outcome, and both
     outputs equal their fault-free runs."""
-    name = f"cu-thin-ref-{stage}"
+    name = f"cu-thin-ref-{stage}-{rows}"
     sid = site(name)
-    x, w, b = _rand(40, 256, dtype=torch.bfloat16), _rand(300, 256, dtype=torch.bfloat16, scale=0.1), \
+    x, w, b = _rand(rows, 256, dtype=torch.bfloat16), _rand(300, 256, dtype=torch.bfloat16, scale=0.1), \
         _rand(300, dtype=torch.bfloat16)
     spec = FaultSpec(site=name, stage=stage, index=(11, 130), value=3.0)
     kw = dict(site_name=name, site_id=sid, policy="correct", c_sigma=2.5, e_max_safety=1.0)
@@ -783,11 +816,13 @@ def test_thin_kernel_every_cluster_split(dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_thin_kernel_decode_rows_checked_in_registers(dtype):
     """At split 1 with x padded to 32 or 64 rows each thread of the thin kernel adds the bias,
-    checks its rows of D with quad shuffles and stores y from its registers; a failed check sends
+    checks its rows of D with quad shuffles (up to 16 rows: each value against its replica) and
+    stores y from its registers; a failed check sends
     the CTA through the partial tile, which counts and corrects (as every call padded to 128 rows
     does). Row counts at every padding of x (32, 64, 128; with and without bias, N tails): within
     the 2x rule protected and not, no false alarm, and faults at the first and last live row of x,
-    in the first and last tile, corrected; two faults in one column reported uncorrectable."""
+    in the first and last tile, corrected; two faults in one column of 20 rows reported
+    uncorrectable."""
     name = f"cu-thin-regs-{dtype}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
@@ -808,7 +843,7 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
             faults += _fault_each_stage(name, run, clean, dtype, (row, col), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    for m, rows in ((8, (2, 6)), (100, (40, 99))):
+    for m, rows in ((20, (2, 6)), (100, (40, 99))):  # (up to 16 rows: both corrected, see the replica test)
         x, w = _rand(m, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
         with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in rows]):
             cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
@@ -817,17 +852,20 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_one_row_is_its_own_checksum_row(dtype):
-    """At one row of x the thin kernel runs no x-side pass: x's row is loaded again as its checksum
-    row and x's statistics are summed inside the kernel. K tails, K splits of 1-4 and batched
-    weights: within the 2x rule protected and not, no false alarm, faults at both stages corrected;
-    a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
-    name = f"cu-thin-one-row-{dtype}"
+def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
+    """Up to 16 rows of x the thin kernel runs no x-side pass: x's rows are loaded a second time
+    into the wgmma's padding and every element of y is compared with its replica, bit for bit.
+    Row counts 1-16, K tails, K splits 1-4, batched weights: within the 2x rule protected and not,
+    no false alarm; a fault at either stage, in the first or the last row, is corrected to the
+    fault-free output exactly (the intact copy is kept); two faults in one column of y are both
+    corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
+    name = f"cu-thin-replica-{dtype}"
     s = ftcompile.telemetry.site(site(name))
     faults = 0
-    for wb, n, k, split, bias in [(1, 1000, 520, 1, True), (1, 4096, 4096, 2, False), (1, 300, 8, 1, True),
-                                  (1, 2048, 1032, 4, True), (3, 300, 256, 1, False)]:
-        x = _rand(*([wb] if wb > 1 else []), 1, k, dtype=dtype)
+    for wb, m, n, k, split, bias in [(1, 1, 1000, 520, 1, True), (1, 3, 4096, 4096, 2, False), (1, 16, 300, 8, 1, True),
+                                     (1, 8, 2048, 1032, 4, True), (3, 5, 300, 256, 1, False),
+                                     (1, 16, 1000, 1024, 3, True), (1, 12, 11008, 512, 1, False)]:
+        x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
         w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
         b = _rand(n, dtype=dtype) if bias else None
         ref = F.linear(x.double(), w.double(), None if b is None else b.double()) if wb == 1 else \
@@ -836,20 +874,34 @@ def test_thin_kernel_one_row_is_its_own_checksum_row(dtype):
         run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
                                                  split=split, kernel="thin")
         for protect in (True, False):
-            assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, n, k, split)
+            assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, m, n, k, split)
         assert _stats(name)["detected"] == faults
         clean = run()
-        if wb == 1:
-            faults += _fault_each_stage(name, run, clean, dtype, (0, n - 1), k)
+        if wb > 1:
+            continue
+        for row in sorted({0, m - 1}):
+            for stage in ("accumulator", "output"):
+                spec = FaultSpec(site=name, stage=stage, index=(row, n - 1), value=5.0,
+                                 **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
+                with inject(spec) as inj:
+                    y = run()
+                assert len(inj.events) == 1 and torch.equal(y, clean), (m, n, k, split, row, stage)
+                faults += 1
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    w = _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
-    for i, bad in enumerate((float("nan"), float("inf"))):
-        x = _rand(1, 512, dtype=dtype)
-        x[0, 7] = bad
+    x, w = _rand(12, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
+    clean = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+    with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in (2, 9)]):
         y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
-        assert not torch.isfinite(y).any()
-        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
+    assert torch.equal(y, clean)
+    st = _stats(name)
+    assert st["detected"] == faults + 1 and st["corrected"] == faults + 1 and st["uncorrectable"] == 0
+    for i, bad in enumerate((float("nan"), float("inf"))):
+        x = _rand(3, 512, dtype=dtype)
+        x[1, 7] = bad
+        y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+        assert not torch.isfinite(y[1]).any() and torch.isfinite(y[0]).all()
+        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults + 1
 
 
 @needs_hopper

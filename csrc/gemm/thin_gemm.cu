@@ -14,10 +14,14 @@
 // (the x-side pass). A single fault is located by the weighted checksum, recomputed and rechecked.
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
-// before they read W or x. One row of x (batch-1 decode) needs no pass: x's row is its own
-// checksum row (sum and weighted sum of one row are the row), loaded a second time by TMA into
-// the first checksum row, and x's statistics (mean = the row, no spread) are summed from global
-// memory by the producer warpgroup's idle warps while the k-loop runs (only the checks read them).
+// before they read W or x.
+// Few rows (x's TMA box <= half of NX: M <= 16 at NX = 32) need no pass: the wgmma's N padding
+// holds a replica of x's rows instead of checksum rows (TMA loads x's box a second time, NX / 2
+// rows further), so every element of D is computed twice from the same operands by the same
+// instruction and the two agree bit for bit. The check compares them exactly (no threshold, no
+// statistics of x); a mismatch locates its element, which is recomputed to choose the intact copy.
+// At these row counts the 8 checksum rows cost as much of the wgmma as x's rows and their pass
+// 1-3 us a call (NOTES.md, session 65); x's replica costs a second TMA box of x a stage.
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -41,10 +45,10 @@
 #ifndef FTG_THIN_REG_EPILOGUE_NX
 #define FTG_THIN_REG_EPILOGUE_NX 64
 #endif
-// One row without the pass (see above; runs 72e-f). -DFTG_THIN_ONE_ROW_PASS=1: the pass at one row
-// too, for the A/B.
-#ifndef FTG_THIN_ONE_ROW_PASS
-#define FTG_THIN_ONE_ROW_PASS 0
+// x's replica instead of the pass at few rows (see above). -DFTG_THIN_REPLICA=0: the pass at every
+// row count, for the A/B.
+#ifndef FTG_THIN_REPLICA
+#define FTG_THIN_REPLICA 1
 #endif
 
 // Behind the x-side pass, at most this many stages of W before the dependency wait: the next
@@ -92,8 +96,11 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #endif
 }
 
-// A protected call of one row: x's row is its checksum row (no pass; see the top of the file).
-__host__ __device__ constexpr bool one_row(int64_t M) { return !FTG_THIN_ONE_ROW_PASS && M == 1; }
+// A protected call checked against x's replica (no pass; see the top of the file), which sits
+// NX / 2 rows after x's in the B tile: the wgmma then runs N = NX (no checksum columns).
+__host__ __device__ constexpr bool replica(int64_t M, int nx) { return FTG_THIN_REPLICA && 2 * x_box_rows(M, nx) <= nx; }
+// a and b the same value (NaN included: a non-finite input reaches both copies alike).
+__device__ __forceinline__ bool same(float a, float b) { return a == b || (a != a && b != b); }
 
 template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
@@ -114,6 +121,7 @@ struct Ctrl {
   float rbias[BW];    // the bias of the CTA's rows of D (columns of y)
   float2 rstat[BW];   // their W statistics (mean, extrema variance)
   int wfin, ndet, ncorr, nunc;
+  int nonfin;           // replica checks: a non-finite value in both copies (non-finite inputs)
   int nfix;             // alarmed rows of D to correct, and which (their index in the CTA's slice)
   uint8_t fixrow[BW];
   unsigned stamp_slot;  // the diagnostic build's record slot (last: the other fields keep their offsets)
@@ -254,6 +262,31 @@ static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& ar
   }
 }
 
+// Rare, replica checks: row n of D's elements whose two copies differ (v, the lane's values of the
+// row at columns lane + 32 q; its copies NX / 2 columns on), each recomputed and the copy nearer
+// the recomputed value kept (the intact one: a single fault moves only its own copy).
+template <typename T, int NX, int NQ>
+static __device__ __noinline__ void fix_replicas(float (&v)[NQ], const float* part, int nl, const Args& args, int b,
+                                                 int64_t n, float bn, int lane) {
+  const T* W = static_cast<const T*>(args.w) + (int64_t)b * args.w_bstride + n * args.w_rstride;
+  const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    const int m = 32 * q + lane;
+    const float r = m < args.M ? part[(m + NX / 2) * PN + nl] : 0.f;
+    unsigned bad = __ballot_sync(0xffffffffu, m < args.M && !same(v[q], r));
+    while (bad) {
+      const int l = __ffs(bad) - 1;
+      bad &= bad - 1;
+      const float t = warp_dot(X + (int64_t)(32 * q + l) * args.x_rstride, W, args.K, lane) + bn;
+      if (lane == l) {
+        const float dv = fabsf(v[q] - t), dr = fabsf(r - t);
+        if (dv != dv ? dr == dr : dr < dv) v[q] = r;
+      }
+    }
+  }
+}
+
 // A row of D's check terms: its sums over x's rows as its six checksum columns give them (`chk`;
 // plain cp, weighted cwt, the bias's share included) and the V-ABFT threshold of M terms.
 struct ColumnCheck {
@@ -265,13 +298,8 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
   constexpr float MIDS = std::is_same<T, __half>::value ? 1.f / 2048.f : 1.f;
   const float fm = (float)M;
   ColumnCheck k;
-  if (one_row(M)) {  // the checksum column is x's row itself, unscaled (the others are not loaded)
-    k.cp = chk[0] + bn;
-    k.cwt = k.cp * (1.f / W_DEN);
-  } else {
-    k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
-    k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
-  }
+  k.cp = SCALE * (chk[0] + chk[1] * MIDS + chk[2]) + fm * bn;
+  k.cwt = SCALE * (chk[3] + chk[4] * MIDS + chk[5]) + bn * (fm * (fm + 1.f) * 0.5f / W_DEN);
   k.thr = vabft_threshold(ws.x, ws.y, fm, bst, args.e, args.c_sigma) + args.e * fabsf(bn) * fm;
   return k;
 }
@@ -280,12 +308,15 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // kernel). The thread's rows of D (columns of y) are n = tile BW + nl0 + 8 h, its columns of D
 // c = 8 j + 2 (lane % 4) + e: x's row c below NX, the checksum columns from NX on. It adds the
 // bias, stores its values of y from the registers and checks its two rows of D over x's rows with
-// quad shuffles; true where a row fails its check (the kernel then takes the partial-tile path,
-// which checks again, counts and corrects).
+// quad shuffles (or, `rep`, each value against its replica, NX / 2 columns on: the same thread's
+// register 4 (NX / 16) further); true where a row fails its check (the kernel then takes the
+// partial-tile path, which checks again, counts and corrects). `nonfin`: set where both copies of
+// a value are non-finite (replica checks: the inputs' report).
 template <typename T, int NX, bool PROT, bool INJ>
 __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2], const Ctrl& sm,
                                                        const Args& args, int tile, int b, int nl0, int lane,
-                                                       bool invalid, const float (&bst)[3]) {
+                                                       bool invalid, const float (&bst)[3], bool rep,
+                                                       bool& nonfin) {
   const int c4 = lane % 4;
   const int64_t M = args.M, N = args.N;
   T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
@@ -318,14 +349,26 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
       }
     }
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-      sp += __shfl_xor_sync(0xffffffffu, sp, 1);
-      sp += __shfl_xor_sync(0xffffffffu, sp, 2);
-      float chk[6];  // column NX + i: lane i / 2 of the quad, register e = i % 2
+      if (rep) {
 #pragma unroll
-      for (int i = 0; i < 6; ++i) chk[i] = __shfl_sync(0xffffffffu, acc[4 * (NX / 8) + 2 * h + i % 2], (lane & ~3) | (i / 2));
-      if (n < N && !invalid) {
-        const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[nl], (int)M, bst, args);
-        flag |= exceeds(sp - k.cp, k.thr);
+        for (int i = 0; i < NX / 8; ++i) {  // x's rows below NX / 2; v[i + NX / 8] their copies
+          const int m = 8 * (i / 2) + 2 * c4 + i % 2;
+          if (m < M && n < N) {
+            flag |= !same(v[i], v[i + NX / 8]);
+            nonfin |= !isfinite(v[i]) && !isfinite(v[i + NX / 8]);
+          }
+        }
+      } else {
+        sp += __shfl_xor_sync(0xffffffffu, sp, 1);
+        sp += __shfl_xor_sync(0xffffffffu, sp, 2);
+        float chk[6];  // column NX + i: lane i / 2 of the quad, register e = i % 2
+#pragma unroll
+        for (int i = 0; i < 6; ++i)
+          chk[i] = __shfl_sync(0xffffffffu, acc[4 * (NX / 8) + 2 * h + i % 2], (lane & ~3) | (i / 2));
+        if (n < N && !invalid) {
+          const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[nl], (int)M, bst, args);
+          flag |= exceeds(sp - k.cp, k.thr);
+        }
       }
     }
   }
@@ -351,12 +394,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
+  const bool rep = PROT && replica(M, NX);  // checked against x's replica, not checksum rows
 
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
-    sm.ndet = sm.ncorr = sm.nunc = sm.nfix = 0;
+    sm.ndet = sm.ncorr = sm.nunc = sm.nfix = sm.nonfin = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
     tma_prefetch_desc(&tmX);
@@ -379,11 +423,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int pre = 0;
 #else
       const int pre =
-          args.w_static ? min(nloc, min(NS, PROT && !one_row(M) ? FTG_THIN_PRE_PROT : NS)) : 0;
+          args.w_static ? min(nloc, min(NS, PROT && !rep ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
-      const int c_rows = LOAD_C ? (one_row(M) ? 1 : 8) : 0;  // checksum rows: x's own at one row
-      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(x_box_rows(M, NX) + c_rows);
+      const int xrows = x_box_rows(M, NX), c_rows = LOAD_C ? (rep ? xrows : 8) : 0;  // checksum rows or x's replica
+      const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(xrows + c_rows);
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
         load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
@@ -398,7 +442,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
-        if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (LOAD_C && rep) tma_load_3d(st + W_BYTES + NX / 2 * 128, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
+        else if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
       stamp.mark(3);
@@ -411,27 +456,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
       const int64_t n = (int64_t)tile * BW + slice0(rank, S) + r;
       sm.rbias[r] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
-      if (PROT) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
+      if (PROT && !rep) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
                                     : make_float2(0.f, 0.f);
     }
   }
   if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
-    float s[3] = {0.f, 0.f, 0.f};
-    if (one_row(M)) {  // from x's row: |mean| = |x_k|, no spread (NaN where x_k is), mean^2 = x_k^2
-      const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
-#pragma unroll 4
-      for (int64_t k = 4 * (tid - 32); k < K; k += 4 * 96) {  // K % 8 == 0; 8-byte loads
-        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(X + k));
-        const float2 a = Elem<T>::unpack(raw.x), c = Elem<T>::unpack(raw.y);
-        const float v[4] = {a.x, a.y, c.x, c.y};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[0] += fabsf(v[e]);
-          if (v[e] != v[e]) s[1] = v[e];
-          s[2] = fmaf(v[e], v[e], s[2]);
-        }
-      }
-    } else {
+    float s[3] = {0.f, 0.f, 0.f};  // (replica checks need no statistics)
+    if (!rep) {
       const int nch = cdiv(K, CHUNK);
       for (int c = tid - 32; c < nch; c += 96)
 #pragma unroll
@@ -444,10 +475,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   float acc[NC / 2];
-  if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
+  // The k-loop, compiled for the wgmma's N: NC (checksum columns) or NX (x's rows and their
+  // replica; the slot's columns stay zero). Two whole loops, not a branch around the wgmma inside
+  // one: ptxas serialises wgmma behind a branch between accumulator sets (C7519).
+  auto k_loop = [&](auto n_wgmma) {
+    constexpr int NW = decltype(n_wgmma)::value;
     const int cw = warp / 4 - 1;
-#pragma unroll
-    for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
       mbar_wait(&sm.full[slot], round & 1);
       if (i == 0) stamp.mark(4, STAMP_C);
@@ -455,8 +488,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks)
-        wgmma_ss<T, (FTG_THIN_ABLATE & 16) ? NX : NC>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+      for (int ks = 0; ks < BK / 16; ++ks) wgmma_ss<T, NW>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
@@ -474,6 +506,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       prev = slot;
       if (++slot == NS) { slot = 0; ++round; }
     }
+  };
+  if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
+#pragma unroll
+    for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
+    if (rep || (FTG_THIN_ABLATE & 16)) k_loop(std::integral_constant<int, NX>{});
+    else k_loop(std::integral_constant<int, NC>{});
     wgmma_wait<0>();
     reg_fence<NC / 2>(acc);
     stamp.mark(5, STAMP_C);
@@ -494,12 +532,13 @@ __global__ void __launch_bounds__(THREADS, 1)
   bool through_part = true;
   if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX) {
     if (S == 1) {
-      bool flag = false;
+      bool flag = false, nonfin = false;
       if (warp >= 4)
         flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, sm, args, tile, b,
                                                          (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
-                                                         invalid, bst);
+                                                         invalid, bst, rep, nonfin);
       if constexpr (PROT) {
+        if (nonfin) sm.nonfin = 1;  // read by thread 0 after the barriers below
         through_part = __syncthreads_or(flag) != 0;
       } else {
         through_part = false;
@@ -586,10 +625,28 @@ __global__ void __launch_bounds__(THREADS, 1)
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
       __syncthreads();  // the slice's final values are in part
       // The column checks: four threads a row of D (a column of y), each summing every fourth of
-      // x's rows, joined by quad shuffles (4 R threads: whole warps), against its checksum columns.
+      // x's rows, joined by quad shuffles (4 R threads: whole warps), against its checksum columns;
+      // replica checks: each comparing every fourth of the row's values with its copy.
       for (int i = tid; i < 4 * R; i += THREADS) {
         const int rr = i / 4, sub = i % 4, nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
+        if (rep) {
+          int bad = 0, nf = 0;
+          for (int m = sub; m < M; m += 4) {
+            const float a = part[m * PN + nl], r = part[(m + NX / 2) * PN + nl];
+            bad |= !same(a, r);
+            nf |= !isfinite(a) && !isfinite(r);
+          }
+          bad |= __shfl_xor_sync(0xffffffffu, bad, 1);
+          bad |= __shfl_xor_sync(0xffffffffu, bad, 2);
+          if (n < N && nf) sm.nonfin = 1;
+          if (sub == 0 && n < N && bad) {
+            ++ndet;
+            if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
+              sm.fixrow[atomicAdd(&sm.nfix, 1)] = rr;
+          }
+          continue;
+        }
         float sp = 0.f;
 #pragma unroll 8
         for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
@@ -618,6 +675,16 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[(32 * q + lane) * PN + nl] : 0.f;
         const float bn = sm.rbias[rr];
+        if (rep) {  // every differing element recomputed: any number of them corrected
+          fix_replicas<T, NX, NQ>(v, part, nl, args, b, n, bn, lane);
+          ncorr += lane == 0;
+#pragma unroll
+          for (int q = 0; q < NQ; ++q) {
+            const int m = 32 * q + lane;
+            if (m < M && n < N) yb[m * args.ldy + n] = Elem<T>::from_f(v[q]);
+          }
+          continue;
+        }
         float chk[6];
 #pragma unroll
         for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
@@ -672,7 +739,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid == 0) {
       add_outcomes(args, sm.ndet, sm.ncorr, sm.nunc);
       if (tile == 0 && rank == 0) {
-        count_nonfinite_once(args, invalid, (int)args.batch, static_cast<unsigned long long*>(args.ws));
+        count_nonfinite_once(args, invalid || sm.nonfin, (int)args.batch, static_cast<unsigned long long*>(args.ws));
         if (b == 0) atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
       }
     }
@@ -687,7 +754,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  const bool pass = PROT && !one_row(a->M) && !(FTG_THIN_ABLATE & 2);
+  const bool pass = PROT && !replica(a->M, NX) && !(FTG_THIN_ABLATE & 2);
   if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
@@ -730,9 +797,7 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
       !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
-  if (a->protect && thin::one_row(a->M)) {  // x's row, as its own checksum row
-    if (!make_tmap(&tc, a->x, a->batch, 1, a->K, a->x_rstride, a->x_bstride, 1)) return FTG_ERR_TMAP;
-  } else if (a->protect) {
+  if (a->protect && !thin::replica(a->M, nx)) {  // the pass's checksum rows (a replica of x: tx)
     if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
   } else {
     tc = tx;

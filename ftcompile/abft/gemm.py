@@ -205,15 +205,17 @@ def draw_k_step(spec: injection.FaultSpec, g: torch.Generator, n_steps: int) -> 
 
 
 def _accumulate(xf: torch.Tensor, wf: torch.Tensor, bias: Optional[torch.Tensor],
-                injections: List[injection.Injection], site_name: str, spread: int) -> torch.Tensor:
+                injections: List[injection.Injection], site_name: str, spread: int,
+                k_tiled: bool = False) -> torch.Tensor:
     """fp32 accumulator of x W^T + b (xf [WB, M, K], wf [WB, N, K]: the operands in fp32),
-    k-tile by k-tile where an accumulator fault is pending.
+    k-tile by k-tile where an accumulator fault is pending (or ``k_tiled``: the same order
+    without one).
 
     ``spread``: column distance between the faults of one spec with count > 1, so that they
     fall in one check group (1 for whole-row checks, the stride for strided checks)."""
     k = xf.shape[-1]
     acc_specs = [inj for inj in injections if inj.spec.stage == "accumulator"]
-    if not acc_specs:
+    if not acc_specs and not k_tiled:
         acc = xf @ wf.transpose(-1, -2)
     else:
         n_steps = math.ceil(k / K_TILE)
@@ -433,6 +435,11 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
+# Up to this many rows of x the thin kernel checks against x's replica, not checksum rows (its
+# x box, the rows rounded up to 8, fits half of the 32 rows it pads x to: thin_gemm.cu).
+THIN_REPLICA_ROWS = 16
+
+
 def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
                 c_sigma: float, e_max_safety: float, static_weight: bool = True
                 ) -> Tuple[torch.Tensor, Outcome]:
@@ -441,13 +448,20 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     sum_m (m+1) x[m]), with the V-ABFT threshold of M terms whose rows are W's (mean and extrema
     variance over K) and whose B statistics are x's per k over its rows; a single fault is
     located by the weighted checksum and recomputed, then the column rechecked. Inputs holding
-    NaN/Inf skip the checks of their weight batch (counted once)."""
+    NaN/Inf skip the checks of their weight batch (counted once). Up to THIN_REPLICA_ROWS rows,
+    each element against its replica instead (:func:`_thin_replica_checks`)."""
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
     m = x3.shape[1]
     xf, wf = x3.float(), w3.float()
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
+    if m <= THIN_REPLICA_ROWS:
+        tiled = any(inj.spec.stage == "accumulator" for inj in injections)
+        replica = _accumulate(xf, wf, bias, [], site_name, spread=1, k_tiled=tiled)
+        _, w_finite = weight_stats(weight, cache=static_weight)
+        nonfinite = (~(row_finite.all(-1) & w_finite)).any().long()
+        return _output(acc, x, n), _thin_replica_checks(acc, replica, x3, w3, bias, policy, nonfinite)
     columns = acc.transpose(-1, -2)  # [WB, N, M]: one check group per column of y
     checks = wf @ checksum.encode(xf).transpose(-1, -2)  # [WB, N, 2]
     if bias is not None:
@@ -479,6 +493,25 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
         outcome.corrected = torch.tensor(corrected, device=acc.device)
         outcome.uncorrectable = torch.tensor(uncorrectable, device=acc.device)
     return _output(acc, x, n), outcome
+
+
+def _thin_replica_checks(acc, replica, x3, w3, bias, policy: str, nonfinite: torch.Tensor) -> Outcome:
+    """Few rows: every element of acc [WB, M, N] against its replica, computed the same way (equal
+    bit for bit without a fault, NaN included); one detection per column of y that differs. Each
+    differing element is recomputed and the copy nearer that value kept, in place: any number of
+    faults in a column is corrected (a single fault moves only its own copy)."""
+    same = (acc == replica) | (acc.isnan() & replica.isnan())
+    detected = (~same).any(1)  # [WB, N]
+    zero = torch.zeros((), dtype=torch.int64, device=acc.device)
+    outcome = Outcome(detected.sum(), zero, zero, nonfinite)
+    if policy in ("correct", "recompute") and bool(detected.any()):
+        for b, i, j in (~same).nonzero().tolist():
+            t = _recompute(x3, w3, bias, b, i, j)
+            dv, dr = (acc[b, i, j] - t).abs(), (replica[b, i, j] - t).abs()
+            if (bool(dr == dr) if bool(dv != dv) else bool(dr < dv)):
+                acc[b, i, j] = replica[b, i, j]
+        outcome.corrected = detected.sum()
+    return outcome
 
 
 def _output(acc: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:

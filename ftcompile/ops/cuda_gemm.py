@@ -32,7 +32,9 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     the reference's ``tile_width`` (two faults in one row but different tiles are both corrected).
   * thread, thin kernel: one-sided on x, as :func:`ftcompile.abft.gemm.linear_thin` (each column
     of y checked over the call's rows) instead of the strided groups of the other two kernels;
-    a fault spec with count > 1 puts its faults in one row, so in separate checks there.
+    a fault spec with count > 1 puts its faults in one row, so in separate checks there. Up to
+    ``gemm.THIN_REPLICA_ROWS`` rows each element is checked against a replica instead (any
+    number of faults in a column corrected; no V-ABFT threshold: the copies agree bit for bit).
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
@@ -634,13 +636,18 @@ def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect
 @functools.lru_cache(maxsize=4096)
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None,
-                clusters: Optional[Tuple[int, ...]] = None, device: int = 0) -> Tuple[int, int, int]:
-    """(nx, split, stages) of the thin kernel: x's rows padded to nx; K split over a cluster of
+                clusters: Optional[Tuple[int, ...]] = None, device: int = 0,
+                nx: Optional[int] = None) -> Tuple[int, int, int]:
+    """(nx, split, stages) of the thin kernel: x's rows padded to nx (default the least of THIN_ROWS
+    that holds them; benchmarks may pass a wider one); K split over a cluster of
     `split` CTAs (1-4), the one `thin_time_us` finds fastest (the smallest among equals), each CTA
     keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (<= 8 stages) that fits shared memory.
     A wave holds clusters[split - 1] clusters (default: as many as CUDA device `device` holds,
     `thin_clusters`)."""
-    nx = next(r for r in THIN_ROWS if m <= r)
+    if nx is None:
+        nx = next(r for r in THIN_ROWS if m <= r)
+    elif nx not in THIN_ROWS or nx < m:
+        raise ValueError(f"ftcompile: the thin kernel pads x's {m} rows to one of {THIN_ROWS}, not {nx}")
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
@@ -919,7 +926,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     [rows, ceil(N/64)*8, 3]); threshold -1 marks rows with non-finite inputs. ``kernel``: the
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
-    blocks of x per CTA: 1, or 2 with 8 warps) the streaming one; pdl (programmatic dependent
+    blocks of x per CTA: 1, or 2 with 8 warps) the streaming one, mtile (x's rows padded: 32, 64,
+    128) the thin one; pdl (programmatic dependent
     launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
     tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
     GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]). ``ldy`` (global
@@ -1012,13 +1020,13 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if thin:
         a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
-                                                 device=dev.index or 0)
+                                                 device=dev.index or 0, nx=mtile)
         chains = a.split
         if protect:
             rows = _thin_row_stats(w3, site.static_weight)
             # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
             # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's
-            # output; a one-row call runs no pass and leaves it unread: thin_gemm.cu).
+            # output; a call of up to gemm.THIN_REPLICA_ROWS rows runs no pass and leaves it unread).
             sums_bytes = (wb * 8 * k * 2 + 15) // 16 * 16
             xs = torch.empty(sums_bytes + wb * math.ceil(k / K_TILE) * 16, dtype=torch.uint8, device=dev)
             keep += [rows, xs]
