@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import torch
 
@@ -45,10 +45,13 @@ def median_ms(fn: Callable[[], object], reps: int = 20, warmup: int = 3) -> floa
     return interleaved_median_ms({"fn": fn}, reps, warmup)["fn"]
 
 
-def interleaved_median_ms(fns: Dict[str, Callable[[], object]], reps: int = 20, warmup: int = 3) -> Dict[str, float]:
+def interleaved_median_ms(fns: Dict[str, Callable[[], object]], reps: int = 20, warmup: int = 3,
+                          before: Optional[Callable[[], object]] = None) -> Dict[str, float]:
     """Median ms of each GPU callable, timed one call each per round over ``reps`` rounds. Timed
     one variant after another, the clock and power state moved between them (a warm GPU made
-    cuBLAS 15 % slower at 8192^3 than the cool one it had met first: NOTES_gemm.md, run 21a)."""
+    cuBLAS 15 % slower at 8192^3 than the cool one it had met first: NOTES_gemm.md, run 21a).
+    ``before``: queued ahead of each timed call, outside the timing (e.g. an L2 flush, so that no
+    callable inherits the lines the previous one left)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -57,6 +60,8 @@ def interleaved_median_ms(fns: Dict[str, Callable[[], object]], reps: int = 20, 
     for _ in range(reps):
         for name, fn in fns.items():
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if before is not None:
+                before()
             start.record()
             fn()
             end.record()

@@ -177,7 +177,7 @@ def test_thin_reference_few_rows_against_a_replica():
     kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-rep", site_id=site("cpu-rep"))
     g = torch.Generator().manual_seed(5)
     w, b = torch.randn(72, 300, generator=g) * 0.1, torch.randn(72, generator=g)
-    for m, (shift, scale) in zip((1, 5, 16), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
+    for m, (shift, scale) in zip((1, 5, 32), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
         x = torch.randn(m, 300, generator=g) * scale + shift
         _, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
         assert int(out.detected) == 0
@@ -487,7 +487,7 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
     name, rname = f"cu-multi-{scheme}", f"cu-multi-re-{scheme}"
     sid, rid = site(name), site(rname, policy="recompute")
     # The thin kernel checks a column of y over the call's rows: its two faults share a column
-    # (of more than 16 rows: up to 16, each element has a replica and both are corrected).
+    # (of more than 32 rows: up to 32, each element has a replica and both are corrected).
     x = _rand(40 if scheme == "thin" else 16, 128, dtype=torch.bfloat16)
     w = _rand(128, 128, dtype=torch.bfloat16)
     clean = OPS[scheme](x, w, None, sid)
@@ -506,7 +506,7 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
 
 
 @needs_hopper
-@pytest.mark.parametrize("rows", [40, 12], ids=["checksum-rows", "replica"])
+@pytest.mark.parametrize("rows", [40, 12, 24], ids=["checksum-rows", "loaded-replica", "rotated-replica"])
 @pytest.mark.parametrize("stage", ["accumulator", "output"])
 def test_thin_kernel_corrects_as_its_cpu_reference(stage, rows):
     """The thin kernel and gemm.linear_thin on the same inputs and fault: the same outcome, and both
@@ -816,12 +816,12 @@ def test_thin_kernel_every_cluster_split(dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_thin_kernel_decode_rows_checked_in_registers(dtype):
     """At split 1 with x padded to 32 or 64 rows each thread of the thin kernel adds the bias,
-    checks its rows of D with quad shuffles (up to 16 rows: each value against its replica) and
+    checks its rows of D with quad shuffles (up to 32 rows: each value against its replica) and
     stores y from its registers; a failed check sends
     the CTA through the partial tile, which counts and corrects (as every call padded to 128 rows
     does). Row counts at every padding of x (32, 64, 128; with and without bias, N tails): within
     the 2x rule protected and not, no false alarm, and faults at the first and last live row of x,
-    in the first and last tile, corrected; two faults in one column of 20 rows reported
+    in the first and last tile, corrected; two faults in one column of 40 rows reported
     uncorrectable."""
     name = f"cu-thin-regs-{dtype}"
     sid = site(name)
@@ -843,7 +843,7 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
             faults += _fault_each_stage(name, run, clean, dtype, (row, col), k)
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    for m, rows in ((20, (2, 6)), (100, (40, 99))):  # (up to 16 rows: both corrected, see the replica test)
+    for m, rows in ((40, (2, 6)), (100, (40, 99))):  # (up to 32 rows: both corrected, see the replica test)
         x, w = _rand(m, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
         with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in rows]):
             cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
@@ -853,9 +853,10 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
-    """Up to 16 rows of x the thin kernel runs no x-side pass: x's rows are loaded a second time
-    into the wgmma's padding and every element of y is compared with its replica, bit for bit.
-    Row counts 1-16, K tails, K splits 1-4, batched weights: within the 2x rule protected and not,
+    """Up to 32 rows of x the thin kernel runs no x-side pass: every element of y is compared
+    with its replica, bit for bit (up to 16 rows x's rows loaded a second time into the wgmma's
+    padding, at 17-32 a second accumulator set with x's halves swapped). Row counts 1-32, K tails,
+    K splits 1-4, batched weights: within the 2x rule protected and not,
     no false alarm; a fault at either stage, in the first or the last row, is corrected to the
     fault-free output exactly (the intact copy is kept); two faults in one column of y are both
     corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
@@ -864,7 +865,10 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
     faults = 0
     for wb, m, n, k, split, bias in [(1, 1, 1000, 520, 1, True), (1, 3, 4096, 4096, 2, False), (1, 16, 300, 8, 1, True),
                                      (1, 8, 2048, 1032, 4, True), (3, 5, 300, 256, 1, False),
-                                     (1, 16, 1000, 1024, 3, True), (1, 12, 11008, 512, 1, False)]:
+                                     (1, 16, 1000, 1024, 3, True), (1, 12, 11008, 512, 1, False),
+                                     (1, 17, 1000, 520, 1, True), (1, 24, 4096, 4096, 2, False),
+                                     (1, 32, 2048, 1032, 4, True), (3, 32, 300, 256, 1, False),
+                                     (1, 29, 300, 1024, 3, True)]:
         x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
         w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
         b = _rand(n, dtype=dtype) if bias else None
@@ -889,19 +893,21 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
                 faults += 1
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    x, w = _rand(12, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
-    clean = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
-    with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in (2, 9)]):
-        y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
-    assert torch.equal(y, clean)
+    for m, rows in ((12, (2, 9)), (30, (3, 29))):  # two faults in one column of y
+        x, w = _rand(m, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
+        clean = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+        with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in rows]):
+            y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
+        assert torch.equal(y, clean), m
+        faults += 1
     st = _stats(name)
-    assert st["detected"] == faults + 1 and st["corrected"] == faults + 1 and st["uncorrectable"] == 0
-    for i, bad in enumerate((float("nan"), float("inf"))):
-        x = _rand(3, 512, dtype=dtype)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+    for i, (bad, m) in enumerate(((float("nan"), 3), (float("inf"), 24))):
+        x = _rand(m, 512, dtype=dtype)
         x[1, 7] = bad
         y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
         assert not torch.isfinite(y[1]).any() and torch.isfinite(y[0]).all()
-        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults + 1
+        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
 
 
 @needs_hopper

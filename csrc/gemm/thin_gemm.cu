@@ -1,4 +1,4 @@
-// Thread-scheme linear y = x W^T + b for 17-128 rows of x (bandwidth-bound: W's bytes decide),
+// Thread-scheme linear y = x W^T + b for up to 128 rows of x (bandwidth-bound: W's bytes decide),
 // computed transposed on Hopper tensor cores: D = W x^T, W as the wgmma's A (64 rows per
 // warpgroup), x as its B (N = the call's rows padded to 32 / 64 / 128). A 128-row tile of W per
 // CTA is streamed by TMA through a ring; x's tile rides along (from L2). Where the tiles leave SMs
@@ -15,13 +15,14 @@
 // The x-side pass (thin_xsum_kernel) reads x once and writes the checksum rows and statistics;
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
 // before they read W or x.
-// Few rows (x's TMA box <= half of NX: M <= 16 at NX = 32) need no pass: the wgmma's N padding
-// holds a replica of x's rows instead of checksum rows (TMA loads x's box a second time, NX / 2
-// rows further), so every element of D is computed twice from the same operands by the same
-// instruction and the two agree bit for bit. The check compares them exactly (no threshold, no
-// statistics of x); a mismatch locates its element, which is recomputed to choose the intact copy.
-// At these row counts the 8 checksum rows cost as much of the wgmma as x's rows and their pass
-// 1-3 us a call (NOTES.md, session 65); x's replica costs a second TMA box of x a stage.
+// Up to 32 rows (x padded to 32) need no pass: every element of D is computed twice, from the same
+// operands in shared memory, in another column of the accumulators, and the two agree bit for bit.
+// Up to 16 rows the wgmma's N padding holds the replica (TMA loads x's box a second time, 16 rows
+// further); at 17-32 rows two N = 16 wgmmas compute a second accumulator set with x's halves
+// swapped (x's row m in its column (m + 16) % 32: no extra loads). The check compares the copies
+// exactly (no threshold, no statistics of x); a mismatch locates its element, which is recomputed
+// to choose the intact copy. At these row counts the 8 checksum rows cost as much of the wgmma as
+// x's rows and their pass 1-3 us a call (NOTES.md, session 65).
 #include <type_traits>
 
 #include "ft_common.cuh"
@@ -50,6 +51,9 @@
 #ifndef FTG_THIN_REPLICA
 #define FTG_THIN_REPLICA 1
 #endif
+#ifndef FTG_THIN_REP_LOAD
+#define FTG_THIN_REP_LOAD 1
+#endif
 
 // Behind the x-side pass, at most this many stages of W before the dependency wait: the next
 // call's CTAs issue them as they land, and the pass's loads of x wait behind that burst (~3 us for
@@ -63,7 +67,7 @@
 namespace ftg {
 namespace thin {
 
-constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 8, CHUNK = 64;
+constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 12, CHUNK = 64;
 // The partial tile's pitch in floats, a column of D (x's row) a line: 16-byte aligned lines, and
 // % 32 == 4, so a warp's accumulator stores (8 rows x 4 column pairs) meet no bank conflict.
 constexpr int PN = BW + 4;
@@ -96,17 +100,25 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #endif
 }
 
-// A protected call checked against x's replica (no pass; see the top of the file), which sits
-// NX / 2 rows after x's in the B tile: the wgmma then runs N = NX (no checksum columns).
-__host__ __device__ constexpr bool replica(int64_t M, int nx) { return FTG_THIN_REPLICA && 2 * x_box_rows(M, nx) <= nx; }
+// x padded to 32 rows: every protected call is checked against a replica of x (no checksum rows,
+// no pass; see the top of the file).
+__host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx == 32; }
+// The replica loaded NX / 2 rows after x's in the B tile (x's box fits half of it), the wgmma then
+// N = NX; otherwise the rotated replica of the second accumulator set (`acc2`, see the kernel).
+// -DFTG_THIN_REP_LOAD=0: the rotated replica at every row count, for the A/B.
+__host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
+  return replica_checked(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
+}
 // a and b the same value (NaN included: a non-finite input reaches both copies alike).
 __device__ __forceinline__ bool same(float a, float b) { return a == b || (a != a && b != b); }
 
 template <int NX, bool PROT> struct Cfg {
+  static constexpr bool REP = PROT && replica_checked(NX);  // replica checks, not checksum rows
   static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
-  static constexpr int P_BYTES = NC * PN * 4;    // the partial tile, column-major
+  static constexpr int PC = NC + (REP ? NX : 0);   // the partial tile's columns: + the rotated replica
+  static constexpr int P_BYTES = PC * PN * 4;      // the partial tile, column-major
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
 // Phase timestamps (diagnostic build, -DPHASE_STAMPS; benchmarks/thin_phases.py), recorded by
@@ -263,17 +275,17 @@ static __device__ __noinline__ void recompute_row(float (&v)[NQ], const Args& ar
 }
 
 // Rare, replica checks: row n of D's elements whose two copies differ (v, the lane's values of the
-// row at columns lane + 32 q; its copies NX / 2 columns on), each recomputed and the copy nearer
+// row at columns lane + 32 q; their copies `roff` columns on), each recomputed and the copy nearer
 // the recomputed value kept (the intact one: a single fault moves only its own copy).
-template <typename T, int NX, int NQ>
-static __device__ __noinline__ void fix_replicas(float (&v)[NQ], const float* part, int nl, const Args& args, int b,
-                                                 int64_t n, float bn, int lane) {
+template <typename T, int NQ>
+static __device__ __noinline__ void fix_replicas(float (&v)[NQ], const float* part, int roff, int nl,
+                                                 const Args& args, int b, int64_t n, float bn, int lane) {
   const T* W = static_cast<const T*>(args.w) + (int64_t)b * args.w_bstride + n * args.w_rstride;
   const T* X = static_cast<const T*>(args.x) + (int64_t)b * args.x_bstride;
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
     const int m = 32 * q + lane;
-    const float r = m < args.M ? part[(m + NX / 2) * PN + nl] : 0.f;
+    const float r = m < args.M ? part[(m + roff) * PN + nl] : 0.f;
     unsigned bad = __ballot_sync(0xffffffffu, m < args.M && !same(v[q], r));
     while (bad) {
       const int l = __ffs(bad) - 1;
@@ -308,14 +320,16 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // kernel). The thread's rows of D (columns of y) are n = tile BW + nl0 + 8 h, its columns of D
 // c = 8 j + 2 (lane % 4) + e: x's row c below NX, the checksum columns from NX on. It adds the
 // bias, stores its values of y from the registers and checks its two rows of D over x's rows with
-// quad shuffles (or, `rep`, each value against its replica, NX / 2 columns on: the same thread's
-// register 4 (NX / 16) further); true where a row fails its check (the kernel then takes the
-// partial-tile path, which checks again, counts and corrects). `nonfin`: set where both copies of
-// a value are non-finite (replica checks: the inputs' report).
+// quad shuffles, or (replica checks) each value against its replica, which the same thread holds:
+// the loaded one (`dup` false) NX / 2 columns on, in v 4 (NX / 16) registers further; the rotated one
+// in acc2, at column (m + NX / 2) % NX. True where a row fails its check (the kernel then takes the
+// partial-tile path, which checks again, counts and corrects). `nonfin`: set where both copies of a
+// value are non-finite (replica checks: the inputs' report).
 template <typename T, int NX, bool PROT, bool INJ>
-__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2], const Ctrl& sm,
-                                                       const Args& args, int tile, int b, int nl0, int lane,
-                                                       bool invalid, const float (&bst)[3], bool rep,
+__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2],
+                                                       const float (&acc2)[Cfg<NX, PROT>::REP ? NX / 2 : 1],
+                                                       const Ctrl& sm, const Args& args, int tile, int b, int nl0,
+                                                       int lane, bool invalid, const float (&bst)[3], bool dup,
                                                        bool& nonfin) {
   const int c4 = lane % 4;
   const int64_t M = args.M, N = args.N;
@@ -349,13 +363,22 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
       }
     }
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-      if (rep) {
+      if constexpr (Cfg<NX, PROT>::REP) {
+        auto compare = [&](float a, float r) {
+          flag |= !same(a, r);
+          nonfin |= !isfinite(a) && !isfinite(r);
+        };
+        if (dup) {
 #pragma unroll
-        for (int i = 0; i < NX / 8; ++i) {  // x's rows below NX / 2; v[i + NX / 8] their copies
-          const int m = 8 * (i / 2) + 2 * c4 + i % 2;
-          if (m < M && n < N) {
-            flag |= !same(v[i], v[i + NX / 8]);
-            nonfin |= !isfinite(v[i]) && !isfinite(v[i + NX / 8]);
+          for (int i = 0; i < NX / 4; ++i) {  // v[i]'s column 8 j + .. (j = i / 2): acc2's j + NX / 16
+            const int m = 8 * (i / 2) + 2 * c4 + i % 2;
+            if (m < M && n < N) compare(v[i], acc2[4 * ((i / 2 + NX / 16) % (NX / 8)) + 2 * h + i % 2] + bn);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < NX / 8; ++i) {  // x's rows below NX / 2; v[i + NX / 8] their copies
+            const int m = 8 * (i / 2) + 2 * c4 + i % 2;
+            if (m < M && n < N) compare(v[i], v[i + NX / 8]);
           }
         }
       } else {
@@ -394,7 +417,10 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
-  const bool rep = PROT && replica(M, NX);  // checked against x's replica, not checksum rows
+  // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the rotated replica of
+  // acc2; a value's replica then sits `roff` columns on in the partial tile.
+  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;
+  const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
 
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
@@ -423,10 +449,11 @@ __global__ void __launch_bounds__(THREADS, 1)
       const int pre = 0;
 #else
       const int pre =
-          args.w_static ? min(nloc, min(NS, PROT && !rep ? FTG_THIN_PRE_PROT : NS)) : 0;
+          args.w_static ? min(nloc, min(NS, PROT && !C::REP ? FTG_THIN_PRE_PROT : NS)) : 0;
 #endif
       constexpr bool LOAD_C = PROT && !(FTG_THIN_ABLATE & 8);
-      const int xrows = x_box_rows(M, NX), c_rows = LOAD_C ? (rep ? xrows : 8) : 0;  // checksum rows or x's replica
+      // checksum rows or x's replica
+      const int xrows = x_box_rows(M, NX), c_rows = LOAD_C ? (C::REP ? (load_rep ? xrows : 0) : 8) : 0;
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(xrows + c_rows);
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
@@ -442,8 +469,8 @@ __global__ void __launch_bounds__(THREADS, 1)
           load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
-        if (LOAD_C && rep) tma_load_3d(st + W_BYTES + NX / 2 * 128, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
-        else if (LOAD_C) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
+        if (LOAD_C && load_rep) tma_load_3d(st + W_BYTES + NX / 2 * 128, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
+        else if (LOAD_C && !C::REP) tma_load_3d(st + W_BYTES + NX * 128, &tmC, &sm.full[slot], (kb + i) * BK, 0, b);
         if (++slot == NS) { slot = 0; ++round; }
       }
       stamp.mark(3);
@@ -456,13 +483,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
       const int64_t n = (int64_t)tile * BW + slice0(rank, S) + r;
       sm.rbias[r] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
-      if (PROT && !rep) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
+      if (PROT && !C::REP) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
                                     : make_float2(0.f, 0.f);
     }
   }
   if (PROT && warp >= 1 && warp <= 3) {  // x's statistics over K and W's finiteness, for the checks
     float s[3] = {0.f, 0.f, 0.f};  // (replica checks need no statistics)
-    if (!rep) {
+    if (!C::REP) {
       const int nch = cdiv(K, CHUNK);
       for (int c = tid - 32; c < nch; c += 96)
 #pragma unroll
@@ -475,11 +502,16 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   float acc[NC / 2];
-  // The k-loop, compiled for the wgmma's N: NC (checksum columns) or NX (x's rows and their
-  // replica; the slot's columns stay zero). Two whole loops, not a branch around the wgmma inside
-  // one: ptxas serialises wgmma behind a branch between accumulator sets (C7519).
-  auto k_loop = [&](auto n_wgmma) {
-    constexpr int NW = decltype(n_wgmma)::value;
+  // The rotated replica (dup): acc2's columns 0 .. NX / 2 - 1 are x's rows NX / 2 .., its columns
+  // NX / 2 .. x's rows 0 ..: x's row m in column (m + NX / 2) % NX, two N = NX / 2 wgmmas a k16 step
+  // on the stage's B tile (the same operands, another column of the accumulators).
+  float acc2[C::REP ? NX / 2 : 1];
+  // The k-loop, compiled for the wgmma's N: MODE 0 NC (checksum columns), 1 NX (x's rows and the
+  // loaded replica; the slot's columns stay zero), 2 NX and the rotated replica. Whole loops, not
+  // a branch around the wgmma inside one: ptxas serialises wgmma behind a branch between
+  // accumulator sets (C7519).
+  auto k_loop = [&](auto mode) {
+    constexpr int MODE = decltype(mode)::value, NW = MODE == 0 ? NC : NX;
     const int cw = warp / 4 - 1;
     for (int i = 0, slot = 0, round = 0, prev = NS - 1; i < nloc; ++i) {  // (slot, round) = (i % NS, i / NS)
       mbar_wait(&sm.full[slot], round & 1);
@@ -488,7 +520,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) wgmma_ss<T, NW>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+      for (int ks = 0; ks < BK / 16; ++ks) {
+        wgmma_ss<T, NW>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+        if constexpr (MODE == 2) {
+          wgmma_ss<T, NX / 2>(acc2, desc_add(da, 32 * ks), desc_add(db, NX / 2 * 128 + 32 * ks), 1);
+          wgmma_ss<T, NX / 2>(acc2 + NX / 4, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
+        }
+      }
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
@@ -510,10 +548,18 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (warp >= 4) {  // ----------------------------------------------- consumers: rows 64 cw ..
 #pragma unroll
     for (int i = 0; i < NC / 2; ++i) acc[i] = 0.f;
-    if (rep || (FTG_THIN_ABLATE & 16)) k_loop(std::integral_constant<int, NX>{});
-    else k_loop(std::integral_constant<int, NC>{});
+    if constexpr (C::REP) {
+#pragma unroll
+      for (int i = 0; i < NX / 2; ++i) acc2[i] = 0.f;
+      if (dup) k_loop(std::integral_constant<int, 2>{});
+      else k_loop(std::integral_constant<int, 1>{});
+    } else {
+      if (FTG_THIN_ABLATE & 16) k_loop(std::integral_constant<int, 1>{});
+      else k_loop(std::integral_constant<int, 0>{});
+    }
     wgmma_wait<0>();
     reg_fence<NC / 2>(acc);
+    if constexpr (C::REP) reg_fence<NX / 2>(acc2);
     stamp.mark(5, STAMP_C);
   }
   __syncthreads();  // the ring is consumed: the partial tile may overwrite it
@@ -534,9 +580,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (S == 1) {
       bool flag = false, nonfin = false;
       if (warp >= 4)
-        flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, sm, args, tile, b,
+        flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, acc2, sm, args, tile, b,
                                                          (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
-                                                         invalid, bst, rep, nonfin);
+                                                         invalid, bst, dup, nonfin);
       if constexpr (PROT) {
         if (nonfin) sm.nonfin = 1;  // read by thread 0 after the barriers below
         through_part = __syncthreads_or(flag) != 0;
@@ -558,6 +604,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int e = 0; e < 2; ++e) part[(8 * j + 2 * c4 + e) * PN + n0 + 8 * h] = acc[4 * j + 2 * h + e];
+      if constexpr (C::REP) {
+        if (dup) {  // the rotated replica, back in x's row order, from column NC on
+#pragma unroll
+          for (int j = 0; j < NX / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                part[(NC + (8 * j + 2 * c4 + e + NX / 2) % NX) * PN + n0 + 8 * h] = acc2[4 * j + 2 * h + e];
+        }
+      }
     }
     if (S > 1) cluster_sync();  // every CTA's partial tile is in its shared memory
     else __syncthreads();
@@ -572,7 +629,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     // The slice summed over the cluster's partial tiles, four rows of D at a time (16 bytes of a
     // column: one load a source, DSMEM in a cluster). A column below NX is x's row c: bias added and
     // stored to y at once, 8 bytes a store; protected, the final values go back into this CTA's own
-    // part (no other CTA reads its slice), the column checks' input. Compiled twice: without a
+    // part (no other CTA reads its slice), the column checks' input (and the rotated replica's
+    // columns from NC on, bias added alike). Compiled twice: without a
     // cluster (ONE: split 1) the slice and the sources are constants. (Row by row, a warp's lanes
     // over the columns and y staged through shared memory, this phase took 2-2.7 us a CTA at
     // splits 2-4, ~0.5 us a row: run 70a.)
@@ -580,7 +638,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto reduce = [&](auto one) {
       constexpr bool ONE = decltype(one)::value;
       const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
-      for (int i = tid; i < NC * R4; i += THREADS) {
+      for (int i = tid; i < pcols * R4; i += THREADS) {
         const int c = i / R4, r = 4 * (i - c * R4);
         const uint32_t addr = smem_u32(part + c * PN + R0 + r);
         float4 v;
@@ -597,6 +655,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (src < S) v.x += l[src].x, v.y += l[src].y, v.z += l[src].z, v.w += l[src].w;
         }
         float f[4] = {v.x, v.y, v.z, v.w};
+        if (c >= NC) {  // the rotated replica's
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f[e] += sm.rbias[r + e];
+        }
         if (c < NX) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) f[e] += sm.rbias[r + e];
@@ -630,10 +692,10 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int i = tid; i < 4 * R; i += THREADS) {
         const int rr = i / 4, sub = i % 4, nl = R0 + rr;
         const int64_t n = (int64_t)tile * BW + nl;
-        if (rep) {
+        if constexpr (C::REP) {
           int bad = 0, nf = 0;
           for (int m = sub; m < M; m += 4) {
-            const float a = part[m * PN + nl], r = part[(m + NX / 2) * PN + nl];
+            const float a = part[m * PN + nl], r = part[(m + roff) * PN + nl];
             bad |= !same(a, r);
             nf |= !isfinite(a) && !isfinite(r);
           }
@@ -645,22 +707,22 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
               sm.fixrow[atomicAdd(&sm.nfix, 1)] = rr;
           }
-          continue;
-        }
-        float sp = 0.f;
+        } else {
+          float sp = 0.f;
 #pragma unroll 8
-        for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
-        sp += __shfl_xor_sync(0xffffffffu, sp, 1);
-        sp += __shfl_xor_sync(0xffffffffu, sp, 2);
-        if (sub == 0 && n < N && !invalid) {
-          float chk[6];
+          for (int m = sub; m < M; m += 4) sp += part[m * PN + nl];
+          sp += __shfl_xor_sync(0xffffffffu, sp, 1);
+          sp += __shfl_xor_sync(0xffffffffu, sp, 2);
+          if (sub == 0 && n < N && !invalid) {
+            float chk[6];
 #pragma unroll
-          for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
-          const ColumnCheck k = column_check_of<T>(chk, sm.rbias[rr], sm.rstat[rr], (int)M, bst, args);
-          if (exceeds(sp - k.cp, k.thr)) {
-            ++ndet;
-            if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
-              sm.fixrow[atomicAdd(&sm.nfix, 1)] = rr;
+            for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
+            const ColumnCheck k = column_check_of<T>(chk, sm.rbias[rr], sm.rstat[rr], (int)M, bst, args);
+            if (exceeds(sp - k.cp, k.thr)) {
+              ++ndet;
+              if (!(FTG_THIN_ABLATE & 4) && (args.policy == kCorrect || args.policy == kRecompute))
+                sm.fixrow[atomicAdd(&sm.nfix, 1)] = rr;
+            }
           }
         }
       }
@@ -675,52 +737,47 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[(32 * q + lane) * PN + nl] : 0.f;
         const float bn = sm.rbias[rr];
-        if (rep) {  // every differing element recomputed: any number of them corrected
-          fix_replicas<T, NX, NQ>(v, part, nl, args, b, n, bn, lane);
+        if constexpr (C::REP) {  // every differing element recomputed: any number of them corrected
+          fix_replicas<T, NQ>(v, part, roff, nl, args, b, n, bn, lane);
           ncorr += lane == 0;
+        } else {
+          float chk[6];
 #pragma unroll
-          for (int q = 0; q < NQ; ++q) {
-            const int m = 32 * q + lane;
-            if (m < M && n < N) yb[m * args.ldy + n] = Elem<T>::from_f(v[q]);
-          }
-          continue;
-        }
-        float chk[6];
+          for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
+          const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[rr], (int)M, bst, args);
+          // The faulty row of x: weighted over plain residual, or the only non-finite element.
+          int p = -1;
+          unsigned nf = 0;
 #pragma unroll
-        for (int j = 0; j < 6; ++j) chk[j] = part[(NX + j) * PN + nl];
-        const ColumnCheck k = column_check_of<T>(chk, bn, sm.rstat[rr], (int)M, bst, args);
-        // The faulty row of x: weighted over plain residual, or the only non-finite element.
-        int p = -1;
-        unsigned nf = 0;
+          for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
+          if (nf == 0) {  // sums on values scaled by 2^-8: a huge faulty value cannot overflow them
+            float p1 = 0.f, p2 = 0.f;
 #pragma unroll
-        for (int q = 0; q < NQ; ++q) nf += __popc(__ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q])));
-        if (nf == 0) {  // sums on values scaled by 2^-8: a huge faulty value cannot overflow them
-          float p1 = 0.f, p2 = 0.f;
+            for (int q = 0; q < NQ; ++q) {
+              const int m = 32 * q + lane;
+              if (m < M) {
+                p1 = fmaf(v[q], 1.f / 256.f, p1);
+                p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+              }
+            }
+            p1 = warp_sum(p1) - k.cp * (1.f / 256.f);
+            p2 = warp_sum(p2) - k.cwt * (1.f / 256.f);
+            const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
+            if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)M) p = (int)near - 1;
+          } else if (nf == 1) {
 #pragma unroll
-          for (int q = 0; q < NQ; ++q) {
-            const int m = 32 * q + lane;
-            if (m < M) {
-              p1 = fmaf(v[q], 1.f / 256.f, p1);
-              p2 = fmaf((float)(m + 1) * (1.f / (256.f * W_DEN)), v[q], p2);
+            for (int q = 0; q < NQ; ++q) {
+              const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
+              if (bal) p = 32 * q + __ffs(bal) - 1;
             }
           }
-          p1 = warp_sum(p1) - k.cp * (1.f / 256.f);
-          p2 = warp_sum(p2) - k.cwt * (1.f / 256.f);
-          const float ratio = W_DEN * p2 / p1, near = rintf(ratio);
-          if (isfinite(ratio) && fabsf(ratio - near) < 0.3f && near >= 1.f && near <= (float)M) p = (int)near - 1;
-        } else if (nf == 1) {
-#pragma unroll
-          for (int q = 0; q < NQ; ++q) {
-            const unsigned bal = __ballot_sync(0xffffffffu, 32 * q + lane < M && !isfinite(v[q]));
-            if (bal) p = 32 * q + __ffs(bal) - 1;
+          const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, k.cp, k.thr, lane);
+          if (ok) {
+            ++ncorr;
+          } else {
+            ++nunc;
+            if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
           }
-        }
-        const bool ok = p >= 0 && fix_row<T, NQ>(v, args, b, n, bn, p, k.cp, k.thr, lane);
-        if (ok) {
-          ++ncorr;
-        } else {
-          ++nunc;
-          if (args.policy == kRecompute) recompute_row<T, NQ>(v, args, b, n, bn, lane);
         }
 #pragma unroll
         for (int q = 0; q < NQ; ++q) {
@@ -754,7 +811,7 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  const bool pass = PROT && !replica(a->M, NX) && !(FTG_THIN_ABLATE & 2);
+  const bool pass = PROT && !Cfg<NX, PROT>::REP && !(FTG_THIN_ABLATE & 2);
   if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
@@ -797,7 +854,7 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
       !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
-  if (a->protect && !thin::replica(a->M, nx)) {  // the pass's checksum rows (a replica of x: tx)
+  if (a->protect && !thin::replica_checked(nx)) {  // the pass's checksum rows (a replica of x: tx)
     if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
   } else {
     tc = tx;

@@ -435,9 +435,9 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
-# Up to this many rows of x the thin kernel checks against x's replica, not checksum rows (its
-# x box, the rows rounded up to 8, fits half of the 32 rows it pads x to: thin_gemm.cu).
-THIN_REPLICA_ROWS = 16
+# Up to this many rows of x (padded to 32) the thin kernel checks each element against a replica,
+# not checksum rows (thin_gemm.cu).
+THIN_REPLICA_ROWS = 32
 
 
 def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,

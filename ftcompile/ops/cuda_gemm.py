@@ -660,9 +660,15 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
     return nx, split, stages
 
 
+# Ring depth: bytes in flight. Run 73f: 10-11 stages (x padded to 32) against 8 at 86 tiles of
+# 11008x4096: unprotected -0.4..-2.0 us, protected -0.4..-0.8; 14336 / 8192 level (cuBLAS runs 10-12
+# stages of 128-row tiles there: run 73e). thin_gemm.cu's MAX_STAGES.
+THIN_MAX_STAGES = 12
+
+
 def _thin_stages(nx: int, protect: bool, split: int) -> int:
-    """The thin kernel's deepest ring (<= 8 stages) that fits shared memory at this split."""
-    stages = 8
+    """The thin kernel's deepest ring (<= THIN_MAX_STAGES) that fits shared memory at this split."""
+    stages = THIN_MAX_STAGES
     while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
         stages -= 1
     return stages
