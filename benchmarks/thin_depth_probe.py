@@ -17,19 +17,12 @@ SHAPES = ["1x11008x4096", "16x11008x4096", "32x11008x4096", "64x11008x4096", "1x
           "1x8192x4096"]
 
 
-def deepest(nx, protect, split):
-    s = 12
-    while cuda_gemm.lib().ft_gemm_thin_smem(nx, int(protect), s, split) > cuda_gemm.SMEM_MAX:
-        s -= 1
-    return s
-
-
 def main(shapes):
     r = Runner()
     for spec in shapes:
         m, n, k = map(int, spec.split("x"))
         nx, split, _ = cuda_gemm.thin_config(m, n, k, 1, 132)
-        d_off, d_on = deepest(nx, False, split), deepest(nx, True, split)
+        d_off, d_on = cuda_gemm._thin_stages(nx, False, split), cuda_gemm._thin_stages(nx, True, split)
         calls = {"cublas": r.variant("cublas"),
                  "off8": r.variant("off", "linear_thread", kernel="thin", stages=8),
                  f"off{d_off}": r.variant("off", "linear_thread", kernel="thin", stages=d_off),

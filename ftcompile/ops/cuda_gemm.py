@@ -641,7 +641,7 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
     """(nx, split, stages) of the thin kernel: x's rows padded to nx (default the least of THIN_ROWS
     that holds them; benchmarks may pass a wider one); K split over a cluster of
     `split` CTAs (1-4), the one `thin_time_us` finds fastest (the smallest among equals), each CTA
-    keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (<= 8 stages) that fits shared memory.
+    keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (`_thin_stages`) that fits shared memory.
     A wave holds clusters[split - 1] clusters (default: as many as CUDA device `device` holds,
     `thin_clusters`)."""
     if nx is None:
