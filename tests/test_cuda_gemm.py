@@ -79,17 +79,20 @@ def test_injection_plan_draws_the_reference_elements(spread):
 
 
 def test_thread_kernel_choice_follows_the_measurements():
-    """The auto rule picks the kernel runs 17, 43f, 45b and 47g-j measured faster (H200, 132 SMs):
-    streaming for M <= 16 (but the thin kernel where its 128-row tiles fill 45-100 % of the SMs on
-    32 MB of W or more) and while 32-row CTAs fit one wave (past 32 rows only for W under 64 MB),
-    the thin kernel for 17-128 rows of x on weights of 32 MB and more (at M <= 32 with N <= 4096
-    from 64 MB) and where the streaming kernel does not fit, ring beyond 128 rows; the streaming
-    kernel takes two m16 blocks per CTA (8 warps) above M = 16."""
-    stream = [(16, 4096, 4096), (1, 4096, 11008), (16, 2304, 768), (1, 6144, 4096), (1, 22016, 4096),
-              (32, 4096, 4096), (128, 768, 768), (96, 2304, 768), (48, 2048, 2048)]
-    thin = [(1, 11008, 4096), (16, 14336, 4096), (8, 11008, 4096), (1, 8192, 4096), (16, 16384, 4096),
-            (32, 11008, 4096), (32, 14336, 4096), (32, 4096, 11008), (64, 4096, 4096), (96, 4096, 4096),
-            (64, 4096, 11008), (128, 14336, 4096), (128, 2304, 768), (96, 3072, 768)]
+    """The auto rule picks the kernel runs 17, 45b, 47g-j and 74c-d measured faster (H200, 132
+    SMs): at 1-8 rows the streaming kernel (replica-checked), but the thin kernel where its 128-row
+    tiles fill 45-100 % of the SMs on 32 MB of W or more; at 9-128 rows the thin kernel (two waves
+    of tiles included), but past 32 rows on weights of at most 2 MB the streaming kernel while its
+    32-row CTAs fit one wave (else thin); beyond 128 rows the streaming kernel while it fits (past
+    one CTA row only for W under 64 MB), else the ring kernel; the streaming kernel takes two m16
+    blocks per CTA (8 warps) above M = 16."""
+    stream = [(1, 4096, 4096), (8, 4096, 11008), (1, 2304, 768), (8, 768, 3072), (1, 6144, 4096),
+              (1, 22016, 4096), (128, 768, 768), (48, 768, 768), (64, 1024, 1024), (300, 768, 768)]
+    thin = [(1, 11008, 4096), (8, 11008, 4096), (1, 8192, 4096), (16, 14336, 4096), (16, 16384, 4096),
+            (16, 4096, 4096), (16, 2304, 768), (9, 768, 768), (12, 4096, 11008), (16, 22016, 4096),
+            (32, 768, 768), (24, 2304, 768), (32, 4096, 4096), (48, 2048, 2048), (32, 11008, 4096),
+            (32, 4096, 11008), (64, 4096, 4096), (96, 2304, 768), (64, 768, 3072), (128, 14336, 4096),
+            (128, 2304, 768), (96, 3072, 768), (128, 1024, 1040)]
     ring = [(256, 4096, 4096), (8192, 4096, 4096), (129, 2304, 768)]
     for kind, shapes in (("stream", stream), ("thin", thin), ("ring", ring)):
         for m, n, k in shapes:
@@ -196,6 +199,42 @@ def test_thin_reference_few_rows_against_a_replica():
     x[2, 5] = float("nan")
     y, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
     assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
+
+
+def test_stream_reference_few_rows_against_a_replica():
+    """Up to gemm.STREAM_REPLICA_ROWS rows, gemm.linear_stream (the streaming kernel's algorithm
+    there) compares each element with a replica computed the same way, one check per row and group
+    of 8 strided columns: clean inputs raise no alarm; one fault at either stage, or two in one
+    group, are detected once and corrected to the fault-free value; faults in two groups count
+    twice; "detect" corrects nothing; NaN in x is a non-finite input, not a fault; beyond 8 rows it
+    is gemm.linear_thread."""
+    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-srep", site_id=site("cpu-srep"))
+    g = torch.Generator().manual_seed(6)
+    w, b = torch.randn(150, 300, generator=g) * 0.1, torch.randn(150, generator=g)
+    for m, (shift, scale) in zip((1, 5, 8), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
+        x = torch.randn(m, 300, generator=g) * scale + shift
+        _, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
+        assert int(out.detected) == 0
+    clean, _ = gemm.linear_stream(x, w, b, policy="correct", **kw)
+    cases = [([FaultSpec(site="cpu-srep", stage="output", index=(3, 130), value=5.0)], 1),
+             ([FaultSpec(site="cpu-srep", stage="output", index=(7, 66), value=5.0, count=2)], 1),
+             ([FaultSpec(site="cpu-srep", stage="accumulator", index=(0, 2), value=5.0, k_step=1)], 1),
+             ([FaultSpec(site="cpu-srep", stage="output", index=(2, c), value=5.0) for c in (9, 10)], 2)]
+    for specs, groups in cases:
+        with inject(*specs):
+            y, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
+        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (groups, groups, 0)
+        assert torch.allclose(y, clean, rtol=1e-6, atol=1e-4)  # (k-tile by k-tile with an accumulator fault)
+    with inject(*cases[0][0]):
+        y, out = gemm.linear_stream(x, w, b, policy="detect", **kw)
+    assert (int(out.detected), int(out.corrected)) == (1, 0) and (y - clean).abs().max() > 4
+    x[2, 5] = float("nan")
+    y, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
+    assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
+    x9 = torch.randn(9, 300, generator=g)
+    with inject(FaultSpec(site="cpu-srep", stage="output", index=(3, 5), value=4.0, count=2)):
+        _, out = gemm.linear_stream(x9, w, None, policy="correct", **kw)
+    assert int(out.uncorrectable) == 1  # linear_thread's checksum locates one fault per group
 
 
 def test_global_split_follows_the_sweep():
@@ -908,6 +947,72 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
         y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
         assert not torch.isfinite(y[1]).any() and torch.isfinite(y[0]).all()
         assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
+
+
+@needs_hopper
+@pytest.mark.parametrize("depth,warps", [(1, 8), (2, 16)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_stream_kernel_few_rows_checked_against_a_replica(dtype, depth, warps):
+    """Up to gemm.STREAM_REPLICA_ROWS rows the streaming kernel computes every element twice (x's
+    rows again in rows 8-15 of the m16 block) and compares the copies bit for bit: rows 1-8, K
+    tails, K splits, partial column tiles, batched weights, within the 2x rule protected and not;
+    no false alarm; a fault at either stage in the first or the last row is corrected to the
+    fault-free output exactly; two faults in one check group (8 strided columns of a row) are both
+    corrected; the outcomes are gemm.linear_stream's; NaN / inf in x are reported once each as
+    non-finite inputs, not as faults; the checksum path (diagnostics asked for) still runs."""
+    name = f"cu-stream-replica-{dtype}-{depth}-{warps}"
+    sid = site(name)
+    s = ftcompile.telemetry.site(sid)
+    faults = 0
+    for wb, m, n, k, split, bias in [(1, 1, 4096, 4096, 8, True), (1, 8, 768, 768, 4, False), (1, 5, 200, 1032, 3, True),
+                                     (1, 3, 96, 8, 1, True), (3, 4, 300, 256, 2, False), (1, 7, 2304, 768, 1, True)]:
+        x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
+        w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
+        b = _rand(n, dtype=dtype) if bias else None
+        ref = F.linear(x.double(), w.double(), None if b is None else b.double()) if wb == 1 else \
+            x.double() @ w.double().transpose(-1, -2)
+        torch_err = ((F.linear(x, w, b) if wb == 1 else x @ w.transpose(-1, -2)).double() - ref).abs().max()
+        run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
+                                                 split=split, stages=depth, warps=warps, kernel="stream")
+        for protect in (True, False):
+            assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, m, n, k, split)
+        assert _stats(name)["detected"] == faults
+        clean = run()
+        if wb > 1:
+            continue
+        for row in sorted({0, m - 1}):
+            for stage in ("accumulator", "output"):
+                spec = FaultSpec(site=name, stage=stage, index=(row, n - 1), value=5.0,
+                                 **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
+                with inject(spec) as inj:
+                    y = run()
+                assert len(inj.events) == 1 and torch.equal(y, clean), (m, n, k, split, row, stage)
+                faults += 1
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+    # Two faults in one group (columns 5 and 13 of a tile), and the CPU reference's outcome.
+    x, w = _rand(6, 512, dtype=dtype), _rand(300, 512, dtype=dtype, scale=512 ** -0.5)
+    spec = FaultSpec(site=name, stage="output", index=(4, 69), value=4.0, count=2)
+    clean = cuda_gemm.run("linear_thread", x, w, None, s, stages=depth, warps=warps, kernel="stream")
+    with inject(spec) as inj:
+        y = cuda_gemm.run("linear_thread", x, w, None, s, stages=depth, warps=warps, kernel="stream")
+    assert [e.index for e in inj.events] == [(4, 69), (4, 77)] and torch.equal(y, clean)
+    faults += 1
+    with inject(spec):
+        _, out = gemm.linear_stream(x.cpu().float(), w.cpu().float(), None, site_name=name, site_id=sid,
+                                    policy="correct", c_sigma=2.5, e_max_safety=1.0)
+    assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 1, 0)
+    st = _stats(name)
+    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
+    for i, bad in enumerate((float("nan"), float("inf"))):
+        xb = x.clone()
+        xb[1, 7] = bad
+        y = cuda_gemm.run("linear_thread", xb, w, None, s, stages=depth, warps=warps, kernel="stream")
+        assert not torch.isfinite(y[1]).any() and torch.isfinite(y[0]).all()
+        assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
+    dbg = torch.zeros(6, 300 // 64 * 8 + 8, 3, dtype=torch.float64, device="cuda")
+    y = cuda_gemm.run("linear_thread", x, w, None, s, stages=depth, warps=warps, kernel="stream", dbg=dbg)
+    assert torch.equal(y, clean) and bool((dbg[..., 2] > 0).all())  # the checksums' thresholds
 
 
 @needs_hopper

@@ -227,6 +227,16 @@ __device__ __forceinline__ float vabft_threshold(float mu, float var, float n, c
 // |d| > t with NaN counted as exceeding (checksum.exceeds).
 __device__ __forceinline__ bool exceeds(float d, float t) { return !(fabsf(d) <= t); }
 
+// ---------------------------------------------------------------- replica checks (thin, streaming)
+// a and b the same value (NaN included: a non-finite input reaches both copies alike).
+__device__ __forceinline__ bool same(float a, float b) { return a == b || (a != a && b != b); }
+// Of two differing copies v and r, the one nearer the recomputed value t (the intact one: a single
+// fault moves only its own copy; a NaN copy is never nearer).
+__device__ __forceinline__ float nearer_copy(float v, float r, float t) {
+  const float dv = fabsf(v - t), dr = fabsf(r - t);
+  return (dv != dv ? dr == dr : dr < dv) ? r : v;
+}
+
 // ---------------------------------------------------------------- telemetry (one thread per CTA)
 // A CTA's check outcomes into the site's counter row; policy "raise" gets its flag on detection.
 __device__ __forceinline__ void add_outcomes(const Args& args, int ndet, int ncorr, int nunc) {

@@ -25,6 +25,12 @@
 // warp mt stores block mt.
 // The end costs ~2 us of serial single-warp work per CTA (NOTES_gemm.md, run 16, phase stamps).
 //
+// Replica checks (REP; protected calls of up to REPLICA_ROWS rows, one m16 block): x's rows g
+// again as the block's rows g + 8, in the A fragments the thread already holds (no extra load), so
+// the MMAs compute every element twice, bit for bit alike (thread_abft.cuh). The k-loop is then
+// the unprotected one (no checksum MMAs, sums or extrema), and the partials carry the 32 outputs
+// of each row and its replica. -DFTG_STREAM_REPLICA=0: the strided checksums at every row count.
+//
 // Launch: with programmatic dependent launch (Args.pdl) a call's set-up overlaps the previous
 // kernel's end; it waits for that kernel before its first global memory access.
 #include "ft_common.cuh"
@@ -32,9 +38,15 @@
 #include "phase_stamps.cuh"
 #include "thread_abft.cuh"
 
+#ifndef FTG_STREAM_REPLICA
+#define FTG_STREAM_REPLICA 1
+#endif
+
 namespace ftg {
 namespace stream {
 using namespace tabft;
+
+constexpr int REPLICA_ROWS = 8;  // gemm.STREAM_REPLICA_ROWS: x's rows g < 8 fill half an m16 block
 
 // NW = 8 or 16 warps per CTA, at most 128 registers: two CTAs of 8 warps or one of 16 per SM (the
 // loads of 16 warps per SM are what streams near the copy rate: NOTES_gemm.md, run 14). MT = 2
@@ -104,9 +116,11 @@ __device__ __forceinline__ float4 fold_partials(float4 v, const float4* u, int e
   return v;
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT>
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT, bool REP>
 __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stream_kernel(const __grid_constant__ Args args) {
   static_assert(MT == 1 || (MT == 2 && NW == 8), "MT = 2 runs 8 warps per CTA");
+  static_assert(!REP || (PROTECT && MT == 1), "replica checks: protected, one m16 block");
+  constexpr bool CHK = PROTECT && !REP;  // the strided checksums' work in the k-loop
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Ctrl& ctl = *reinterpret_cast<Ctrl*>(smem_raw);
   float* part = reinterpret_cast<float*>(smem_raw + part_offset());  // [NW + split - 1][MT][PART]
@@ -147,7 +161,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
     if (rank == 0 && S > 1) {
       mbar_init(&ctl.pushed, 1);
       fence_barrier_init();
-      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * (NREG / 2) * cta_rows() * 16));  // see row_needed
+      mbar_expect_tx(&ctl.pushed, (uint32_t)((S - 1) * needed_float4s<REP>(cta_rows()) * 16));  // see row_needed
     }
   }
   if (S > 1) cluster_arrive_relaxed();  // the leader's mbarrier init is released by fence_barrier_init
@@ -158,7 +172,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   grid_dep_wait();
   if (tid == 0 && PROTECT && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0)
     atomicAdd(reinterpret_cast<unsigned long long*>(args.counters + kChecks), 1ull);
-  if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32);
+  if (rank == 0 && warp == NW - 1) fetch_constants<T>(ctl.cs, args, tile, b, lane, 32, !REP);
   st.mark(1);
 
   // ------------------------------------------------------------- stream W, MMAs in registers
@@ -215,9 +229,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   };
   auto a_frag = [](const uint4 (&xa)[MT], const uint4 (&xb)[MT], int s, uint32_t (&a)[MT][4]) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      a[mt][0] = word(xa[mt], 2 * s); a[mt][1] = word(xb[mt], 2 * s);
-      a[mt][2] = word(xa[mt], 2 * s + 1); a[mt][3] = word(xb[mt], 2 * s + 1);
+    for (int mt = 0; mt < MT; ++mt) {  // REP: rows g + 8 are x's rows g again (xb is never loaded)
+      a[mt][0] = word(xa[mt], 2 * s); a[mt][1] = word(REP ? xa[mt] : xb[mt], 2 * s);
+      a[mt][2] = word(xa[mt], 2 * s + 1); a[mt][3] = word(REP ? xa[mt] : xb[mt], 2 * s + 1);
     }
   };
   if constexpr (DEPTH == 1) {
@@ -235,11 +249,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
         a_frag(xa, xb, s, a);
 #pragma unroll
         for (int j = 0; j < 8; ++j) { bf[j][0] = word(wv[j], 2 * s); bf[j][1] = word(wv[j], 2 * s + 1); }
-        mma_step<T, MT, PROTECT>(f, a, bf);
+        mma_step<T, MT, CHK>(f, a, bf);
       }
       inject(q_begin + warp + NW * i);
     };
-    if constexpr (PROTECT) {
+    if constexpr (CHK) {
       if (nit > 0) {
         chunk(0);
         st.mark(2);
@@ -268,11 +282,11 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
             Elem<T>::mma(f.acc[mt][j], a[s][mt], word(wv[j], 2 * s), word(wv[j], 2 * s + 1));
-          if constexpr (PROTECT) add_block<T>(v[s], word(wv[j], 2 * s), word(wv[j], 2 * s + 1), j == 0);
+          if constexpr (CHK) add_block<T>(v[s], word(wv[j], 2 * s), word(wv[j], 2 * s + 1), j == 0);
         }
         wv[j] = load_w(kn, j);
       }
-      if constexpr (PROTECT) {
+      if constexpr (CHK) {
         check_step<T, MT>(f, a[0], v[0]);
         check_step<T, MT>(f, a[1], v[1]);
       }
@@ -283,7 +297,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   // ------------------------------------------------------------- combine: warps, then the cluster
   st.mark(3);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) write_partial<T, MT>(f, mt, part + (warp * MT + mt) * PART + lane, block_rows(mt));
+  for (int mt = 0; mt < MT; ++mt) write_partial<T, MT, REP>(f, mt, part + (warp * MT + mt) * PART + lane, block_rows(mt));
   __syncthreads();
   st.mark(4);
   if (S > 1) cluster_wait();
@@ -294,7 +308,7 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   const uint32_t pushed = rank ? mapa(smem_u32(&ctl.pushed), 0) : 0u;
   // float4 e of a partial: block e / (PART / 4), float4 e % (PART / 4) of its PART.
   auto needed = [&](int e) {
-    if constexpr (MT == 1) return row_needed(e, block_rows(0));
+    if constexpr (MT == 1) return row_needed<REP>(e, block_rows(0));
     else return row_needed(e % (PART / 4), block_rows(e / (PART / 4)));
   };
   for (int e = tid; e < P4; e += THREADS) {
@@ -323,10 +337,12 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   blk.row0 = (int64_t)mb * ROWS + 16 * warp + g;
   blk.col0 = (int64_t)tile * BN + 2 * c;
   if (checker) {
-    float v[NREG];  // lanes of rows >= M read leftovers: never checked, flagged or stored
+    constexpr int NV = REP ? SLOT_CHK : NREG;
+    float v[NV];  // lanes of rows >= M read leftovers: never checked, flagged or stored
 #pragma unroll
-    for (int r = 0; r < NREG; ++r) v[r] = part[warp * PART + r * 32 + lane];
-    check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
+    for (int r = 0; r < NV; ++r) v[r] = part[warp * PART + r * 32 + lane];
+    if constexpr (REP) check_replica_block<T, INJECT>(blk, v, ctl.cs, args, tile, b, c);
+    else check_block<T, PROTECT, INJECT>(blk, v, ctl.cs, args, tile, b, c);
   }
   st.mark(9);
   if constexpr (PROTECT) {
@@ -344,7 +360,10 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
     if (nflag > 0) {
       recompute_flagged<T>(ctl.cs, args, nflag, tile, b, warp, NW, lane);
       __syncthreads();
-      if (checker) fix_block(blk, ctl.cs, args);
+      if (checker) {
+        if constexpr (REP) fix_replica_block(blk, ctl.cs);
+        else fix_block(blk, ctl.cs, args);
+      }
     }
   }
   st.mark(10);
@@ -358,9 +377,9 @@ __global__ void __launch_bounds__(32 * NW, NW == 8 && MT == 1 ? 2 : 1) gemm_stre
   st.mark(11);
 }
 
-template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT>
+template <typename T, bool PROTECT, bool INJECT, int DEPTH, int NW, int MT, bool REP = false>
 int launch(const Args* a) {
-  constexpr auto kern = &gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW, MT>;
+  constexpr auto kern = &gemm_stream_kernel<T, PROTECT, INJECT, DEPTH, NW, MT, REP>;
   const size_t smem = smem_bytes(NW, a->split, MT);
   if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT, MT), true)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BN) * a->split), (unsigned)cdiv(a->M, 16 * MT), (unsigned)a->batch);
@@ -371,7 +390,7 @@ int launch(const Args* a) {
 // once, or a negative CUDA error.
 template <int NW, int MT>
 int max_clusters(int split) {
-  constexpr auto kern = &gemm_stream_kernel<__nv_bfloat16, true, false, 1, NW, MT>;
+  constexpr auto kern = &gemm_stream_kernel<__nv_bfloat16, true, false, 1, NW, MT, false>;
   if (cudaError_t e = sm90::allow_smem<kern>(smem_bytes(NW, MAX_SPLIT, MT), true)) return -(int)e;
   return sm90::max_active_clusters(kern, 32 * NW, smem_bytes(NW, split, MT), split);
 }
@@ -379,6 +398,10 @@ int max_clusters(int split) {
 template <typename T, int DEPTH, int NW, int MT>
 int dispatch_depth(const Args* a) {
   if (!a->protect) return launch<T, false, false, DEPTH, NW, MT>(a);
+  if constexpr (MT == 1 && FTG_STREAM_REPLICA) {
+    if (a->M <= REPLICA_ROWS && !a->dbg)  // (the diagnostics are the checksums')
+      return a->n_inj > 0 ? launch<T, true, true, DEPTH, NW, MT, true>(a) : launch<T, true, false, DEPTH, NW, MT, true>(a);
+  }
   return a->n_inj > 0 ? launch<T, true, true, DEPTH, NW, MT>(a) : launch<T, true, false, DEPTH, NW, MT>(a);
 }
 template <typename T>

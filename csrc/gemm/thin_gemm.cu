@@ -109,12 +109,12 @@ __host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REP
 __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
   return replica_checked(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
 }
-// a and b the same value (NaN included: a non-finite input reaches both copies alike).
-__device__ __forceinline__ bool same(float a, float b) { return a == b || (a != a && b != b); }
 
 template <int NX, bool PROT> struct Cfg {
   static constexpr bool REP = PROT && replica_checked(NX);  // replica checks, not checksum rows
-  static constexpr int NC = NX + (PROT ? 8 : 0);  // wgmma N: x's rows (+ 8 checksum rows)
+  // wgmma N: x's rows (+ 8 checksum rows; a replica lies in x's NX rows or in acc2, so a stage
+  // replica-checked is the unprotected kernel's size and its ring as deep)
+  static constexpr int NC = NX + (PROT && !REP ? 8 : 0);
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
   static constexpr int PC = NC + (REP ? NX : 0);   // the partial tile's columns: + the rotated replica
@@ -291,10 +291,7 @@ static __device__ __noinline__ void fix_replicas(float (&v)[NQ], const float* pa
       const int l = __ffs(bad) - 1;
       bad &= bad - 1;
       const float t = warp_dot(X + (int64_t)(32 * q + l) * args.x_rstride, W, args.K, lane) + bn;
-      if (lane == l) {
-        const float dv = fabsf(v[q] - t), dr = fabsf(r - t);
-        if (dv != dv ? dr == dr : dr < dv) v[q] = r;
-      }
+      if (lane == l) v[q] = nearer_copy(v[q], r, t);
     }
   }
 }
@@ -842,13 +839,14 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const 
 }  // namespace ftg
 
 // Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1-4);
-// stages: ring depth; protected calls need wrow, xsum ([batch, 8, K]), xstat, ws (8 bytes, zero).
+// stages: ring depth; protected calls need ws (8 bytes, zero) and, unless replica-checked
+// (ft_gemm_thin_replica_checked), wrow, xsum ([batch, 8, K]) and xstat.
 extern "C" int ft_gemm_thin(const ftg::Args* a) {
   using namespace ftg;
   const int nx = a->mtile;
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
       a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES ||
-      (a->protect && (!a->wrow || !a->xsum || !a->xstat)))
+      (a->protect && !thin::replica_checked(nx) && (!a->wrow || !a->xsum || !a->xstat)))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
@@ -861,6 +859,10 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   }
   return a->dtype == 0 ? thin::dispatch<__nv_bfloat16>(a, tw, tx, tc) : thin::dispatch<__half>(a, tw, tx, tc);
 }
+
+// Whether this build checks protected calls with x padded to nx rows against replicas (then the
+// host passes no x-side buffer and no W row statistics).
+extern "C" int ft_gemm_thin_replica_checked(int nx) { return ftg::thin::replica_checked(nx) ? 1 : 0; }
 
 // Shared memory of a thin-kernel launch (the host's choice of ring depth).
 extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {

@@ -8,7 +8,11 @@
 //    and CTAs (sums, max, min);
 //  * the epilogue of one m16 x 64 block: bias, the V-ABFT check of each group of 8 columns
 //    (g, g+8, ..., g+56) in the thread that holds them, single-fault location by the weighted
-//    checksum of the recomputed group, correction, store.
+//    checksum of the recomputed group, correction, store;
+//  * replica checks instead (streaming kernel, <= 8 rows of x, REP): x's rows g again in the m16
+//    block's rows g + 8, so accumulator registers 2, 3 are registers 0, 1 computed a second time by
+//    the same MMAs, equal bit for bit without a fault; no checksum MMAs, no statistics, no
+//    threshold; a differing element is recomputed and its intact copy kept.
 #pragma once
 #include <type_traits>
 
@@ -133,11 +137,23 @@ __device__ __forceinline__ int owner_lane(int lr, int lc) { return ((lr % 16) % 
 
 // The warp's partials of m16 block mt into p[r * 32] (r < NREG, lane-strided): row extrema
 // reduced over both packed halves and the 4 lanes that share a row first. Only rows < `rows` of
-// the block are written (the others are never checked or stored).
-template <typename T, int MT>
+// the block are written (the others are never checked or stored); REP: the outputs of rows g < `rows`
+// and of their replicas g + 8, no checks or statistics.
+template <typename T, int MT, bool REP = false>
 __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* p, int rows = 16) {
   const int g = (threadIdx.x % 32) / 4;
-  const bool ok[2] = {g < rows, g + 8 < rows};
+  const bool ok[2] = {g < rows, (REP ? g : g + 8) < rows};
+  if constexpr (REP) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (!ok[h]) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
+    }
+    return;
+  }
   float mxf[2], mnf[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -166,12 +182,17 @@ __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* 
 // Does float4 e of a partial (floats 4e .. 4e + 3: slot r = e / 8, lanes 4 (e % 8) + 0..3, so row
 // g = e % 8 of half h) belong to one of the block's first `rows` rows? Half 1 (row g + 8): the
 // accumulator registers 2, 3, checks 2, 3, and the odd statistics slots 37, 39, 41. Each half is
-// NREG / 2 slots, so a block of `rows` rows needs NREG / 2 * rows float4s of a partial.
+// NREG / 2 slots, so a block of `rows` rows needs NREG / 2 * rows float4s of a partial (REP: the
+// 32 output slots of rows g < `rows`, both halves: 32 * rows).
+template <bool REP = false>
 __device__ __forceinline__ bool row_needed(int e, int rows) {
   const int r = e / 8, g = e % 8;
+  if constexpr (REP) return r < SLOT_CHK && g < rows;
   const int h = r < SLOT_CHK ? (r % 4) / 2 : (r < SLOT_SX ? (r - SLOT_CHK) / 2 : (r - SLOT_SX) % 2);
   return g + 8 * h < rows;
 }
+template <bool REP = false>
+__host__ __device__ constexpr int needed_float4s(int rows) { return (REP ? 32 : NREG / 2) * rows; }
 
 __device__ __forceinline__ float combine(int r, float v, float u) {  // partial slot r of NREG
   return r < SLOT_MAX ? v + u : (r < SLOT_MIN ? fmaxf(v, u) : fminf(v, u));  // sums, max, min
@@ -187,16 +208,22 @@ struct CheckSmem {
   int nflag, ndet, ncorr, nunc, ninvalid;
 };
 
-// Helper i of n (n >= 5) fetches the tile's bias and the per-call constants; fetched early, their
-// load latency stays out of the epilogue's critical path.
+// Helper i of n (n >= 5) fetches the tile's bias and the per-call constants (`stats`: the check's
+// statistics; replica checks read none); fetched early, their load latency stays out of the
+// epilogue's critical path.
 template <typename T>
-__device__ __forceinline__ void fetch_constants(CheckSmem& cs, const Args& args, int tile, int b, int i, int n) {
+__device__ __forceinline__ void fetch_constants(CheckSmem& cs, const Args& args, int tile, int b, int i, int n,
+                                                bool stats = true) {
   const T* bias = static_cast<const T*>(args.bias);
   for (int c = i; c < BN; c += n) {
     const int64_t col = (int64_t)tile * BN + c;
     cs.bias[c] = (bias && col < args.N) ? Elem<T>::to_f(bias[col]) : 0.f;
   }
   if (!args.protect) return;
+  if (!stats) {
+    if (i == 3) cs.wfin = 1;  // a non-finite W shows as values non-finite in both copies
+    return;
+  }
   if (i < 3) cs.wst[i] = args.wstats[3 * b + i];
   if (i == 3) cs.wfin = *args.wfinite;
   if (i == 4) cs.bias_max = args.bias ? (float)args.bstats[3] : 0.f;
@@ -235,6 +262,25 @@ static __device__ __noinline__ void dump_group(const Args& args, int b, int64_t 
   args.dbg[3 * gi] = sum; args.dbg[3 * gi + 1] = chk; args.dbg[3 * gi + 2] = thr;
 }
 
+// Output-stage faults (final fp32 values) on the thread's share of the block.
+__device__ __forceinline__ void inject_outputs(Block& s, const Args& args, int tile, int b, int q4) {
+  for (int qi = 0; qi < args.n_inj; ++qi) {
+    const Injection& inj = args.inj[qi];
+    if (inj.step != -1) continue;
+    const int64_t ib = inj.row / args.M, im = inj.row % args.M;
+    if (ib != b || inj.col / BN != tile) continue;
+    const int lc = inj.col % BN;
+    const int h = im == s.row0 ? 0 : (im == s.row0 + 8 ? 1 : -1);
+    if (h < 0 || (lc % 8) / 2 != q4) continue;
+    const int ij = lc / 8, ie = 2 * h + (lc % 2);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (j == ij && e == ie) s.y[j][e] = inject_one(s.y[j][e], inj, args.inj_log);
+  }
+}
+
 // Bias, output-stage faults, the check of the thread's 4 groups; flagged groups go to the CTA's
 // list (policies correct / recompute). v: the combined partials (NREG) of this lane.
 template <typename T, bool PROTECT, bool INJECT>
@@ -254,23 +300,7 @@ __device__ __forceinline__ void check_block(Block& s, const float* v, CheckSmem&
       if constexpr (PROTECT) { s.chk[e] += bv; s.chk[2 + e] += bv; }
     }
   if constexpr (!PROTECT) return;
-  if constexpr (INJECT) {
-    for (int qi = 0; qi < args.n_inj; ++qi) {  // output-stage faults (final fp32 values)
-      const Injection& inj = args.inj[qi];
-      if (inj.step != -1) continue;
-      const int64_t ib = inj.row / M, im = inj.row % M;
-      if (ib != b || inj.col / BN != tile) continue;
-      const int lc = inj.col % BN;
-      const int h = im == s.row0 ? 0 : (im == s.row0 + 8 ? 1 : -1);
-      if (h < 0 || (lc % 8) / 2 != q4) continue;
-      const int ij = lc / 8, ie = 2 * h + (lc % 2);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (j == ij && e == ie) s.y[j][e] = inject_one(s.y[j][e], inj, args.inj_log);
-    }
-  }
+  if constexpr (INJECT) inject_outputs(s, args, tile, b, q4);
   // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
   const float bias_term = args.e * cs.bias_max * 8.f;
   bool valid[2];
@@ -372,6 +402,55 @@ __device__ __forceinline__ void fix_block(Block& s, CheckSmem& cs, const Args& a
         for (int j = 0; j < 8; ++j) s.y[j][ge] = t[j];
       }
     }
+  }
+}
+
+// Replica checks (REP): bias, output-stage faults, then each of the thread's 2 groups (row g,
+// columns 8j + 2 q4 + e) against its replica (registers 2 + e) exactly; a differing group goes to
+// the CTA's list (policies correct / recompute), values non-finite in both copies count as
+// non-finite inputs. (Rows g >= M: the leftovers of the partial, never checked or stored.)
+template <typename T, bool INJECT>
+__device__ __forceinline__ void check_replica_block(Block& s, const float* v, CheckSmem& cs, const Args& args,
+                                                    int tile, int b, int q4) {
+#pragma unroll
+  for (int ge = 0; ge < 4; ++ge) { s.flag[ge] = false; s.slot[ge] = 0; }
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float bv = cs.bias[8 * j + 2 * q4 + e];
+      s.y[j][e] = v[4 * j + e] + bv;
+      s.y[j][2 + e] = v[4 * j + 2 + e] + bv;
+    }
+  if constexpr (INJECT) inject_outputs(s, args, tile, b, q4);
+  if (s.row0 >= args.M) return;
+  bool nonfinite = false;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    bool bad = false;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      bad |= !same(s.y[j][e], s.y[j][2 + e]);
+      nonfinite |= !isfinite(s.y[j][e]) && !isfinite(s.y[j][2 + e]);
+    }
+    if (bad) {
+      const int fi = flag_group(cs, args.policy, (int)s.row0, 2 * q4 + e);
+      s.flag[e] = fi >= 0;
+      s.slot[e] = fi;
+    }
+  }
+  if (nonfinite) atomicAdd(&cs.ninvalid, 1);
+}
+// Rare, replica checks: each differing element of the thread's flagged groups takes the copy nearer
+// its recomputed value (any number of faults in a group corrected).
+__device__ __forceinline__ void fix_replica_block(Block& s, CheckSmem& cs) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    if (!s.flag[e]) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (!same(s.y[j][e], s.y[j][2 + e])) s.y[j][e] = nearer_copy(s.y[j][e], s.y[j][2 + e], cs.t[s.slot[e]][j]);
+    atomicAdd(&cs.ncorr, 1);
   }
 }
 

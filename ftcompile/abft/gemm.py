@@ -449,7 +449,7 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     variance over K) and whose B statistics are x's per k over its rows; a single fault is
     located by the weighted checksum and recomputed, then the column rechecked. Inputs holding
     NaN/Inf skip the checks of their weight batch (counted once). Up to THIN_REPLICA_ROWS rows,
-    each element against its replica instead (:func:`_thin_replica_checks`)."""
+    each element against its replica instead (:func:`_replica_checks`; one check per column of y)."""
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
     m = x3.shape[1]
@@ -461,7 +461,8 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
         replica = _accumulate(xf, wf, bias, [], site_name, spread=1, k_tiled=tiled)
         _, w_finite = weight_stats(weight, cache=static_weight)
         nonfinite = (~(row_finite.all(-1) & w_finite)).any().long()
-        return _output(acc, x, n), _thin_replica_checks(acc, replica, x3, w3, bias, policy, nonfinite)
+        return _output(acc, x, n), _replica_checks(acc, replica, (~same_values(acc, replica)).any(1),
+                                                   x3, w3, bias, policy, nonfinite)
     columns = acc.transpose(-1, -2)  # [WB, N, M]: one check group per column of y
     checks = wf @ checksum.encode(xf).transpose(-1, -2)  # [WB, N, 2]
     if bias is not None:
@@ -495,23 +496,61 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
-def _thin_replica_checks(acc, replica, x3, w3, bias, policy: str, nonfinite: torch.Tensor) -> Outcome:
-    """Few rows: every element of acc [WB, M, N] against its replica, computed the same way (equal
-    bit for bit without a fault, NaN included); one detection per column of y that differs. Each
-    differing element is recomputed and the copy nearer that value kept, in place: any number of
-    faults in a column is corrected (a single fault moves only its own copy)."""
-    same = (acc == replica) | (acc.isnan() & replica.isnan())
-    detected = (~same).any(1)  # [WB, N]
+def same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a and b equal element by element, NaN equal to NaN (a non-finite input reaches a value and
+    its replica alike)."""
+    return (a == b) | (a.isnan() & b.isnan())
+
+
+def _replica_checks(acc, replica, detected, x3, w3, bias, policy: str, nonfinite: torch.Tensor) -> Outcome:
+    """Every element of acc [WB, M, N] against its replica, computed the same way (equal bit for bit
+    without a fault); ``detected``: the checks (the kernel's groups of elements) that see a
+    difference. Each differing element is recomputed and the copy nearer that value kept, in place:
+    any number of faults in a check is corrected (a single fault moves only its own copy)."""
     zero = torch.zeros((), dtype=torch.int64, device=acc.device)
     outcome = Outcome(detected.sum(), zero, zero, nonfinite)
     if policy in ("correct", "recompute") and bool(detected.any()):
-        for b, i, j in (~same).nonzero().tolist():
+        for b, i, j in (~same_values(acc, replica)).nonzero().tolist():
             t = _recompute(x3, w3, bias, b, i, j)
             dv, dr = (acc[b, i, j] - t).abs(), (replica[b, i, j] - t).abs()
             if (bool(dr == dr) if bool(dv != dv) else bool(dr < dv)):
                 acc[b, i, j] = replica[b, i, j]
         outcome.corrected = detected.sum()
     return outcome
+
+
+# Up to this many rows of x the streaming kernel checks each element against a replica: x's rows
+# again in rows 8-15 of its m16 block, so the same MMAs compute every element twice
+# (stream_gemm.cu), not the strided checksums.
+STREAM_REPLICA_ROWS = 8
+
+
+def linear_stream(x, weight, bias, *, site_name: str, site_id: int, policy: str,
+                  c_sigma: float, e_max_safety: float, static_weight: bool = True
+                  ) -> Tuple[torch.Tensor, Outcome]:
+    """The thread scheme as the streaming kernel checks it (csrc/gemm/stream_gemm.cu): up to
+    STREAM_REPLICA_ROWS rows, each element against its replica, one check per row and group of 8
+    strided columns of a 64-column tile (:func:`linear_thread`'s groups), each differing element
+    corrected to its intact copy; NaN/Inf inputs (values non-finite in both copies) are counted
+    once and raise no alarm. More rows: :func:`linear_thread`."""
+    x3, w3, row_finite = _prepare(x, weight)
+    if x3.shape[1] > STREAM_REPLICA_ROWS:
+        return linear_thread(x, weight, bias, site_name=site_name, site_id=site_id, policy=policy,
+                             c_sigma=c_sigma, e_max_safety=e_max_safety, static_weight=static_weight)
+    wb, n, k = w3.shape
+    xf, wf = x3.float(), w3.float()
+    s = checksum.STRIDE
+    injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
+    acc = _accumulate(xf, wf, bias, injections, site_name, spread=s)
+    tiled = any(inj.spec.stage == "accumulator" for inj in injections)
+    replica = _accumulate(xf, wf, bias, [], site_name, spread=s, k_tiled=tiled)
+    tiles = math.ceil(n / N_TILE)
+    differs = torch.nn.functional.pad(~same_values(acc, replica), (0, tiles * N_TILE - n))
+    # [WB, M, tile, l, g] -> a check per (row, tile, g): columns g, g + 8, ..., g + 56 of the tile
+    detected = differs.view(wb, -1, tiles, N_TILE // s, s).any(3)
+    _, w_finite = weight_stats(weight, cache=static_weight)
+    nonfinite = (~(row_finite.all(-1) & w_finite)).any().long()
+    return _output(acc, x, n), _replica_checks(acc, replica, detected, x3, w3, bias, policy, nonfinite)
 
 
 def _output(acc: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:

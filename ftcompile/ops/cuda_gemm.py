@@ -35,6 +35,10 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     a fault spec with count > 1 puts its faults in one row, so in separate checks there. Up to
     ``gemm.THIN_REPLICA_ROWS`` rows each element is checked against a replica instead (any
     number of faults in a column corrected; no V-ABFT threshold: the copies agree bit for bit).
+  * thread, streaming kernel, up to ``gemm.STREAM_REPLICA_ROWS`` rows: each element against a
+    replica (x's rows again in rows 8-15 of the m16 block), as :func:`ftcompile.abft.gemm.linear_stream`:
+    the strided groups, but any number of faults in a group corrected, no V-ABFT threshold.
+    The diagnostics (``dbg``) are the checksums': a call that asks for them runs those.
   * not (yet) in the kernels: the reference's fallback when the weighted checksum cannot place
     a fault (recompute the group, count elements that moved by > T/2); such faults are counted
     uncorrectable (and recomputed under "recompute").
@@ -570,28 +574,36 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     if kind != "auto":
         return kind
     w_bytes = wb * n * k * 2
-    if m <= 16:
+    tiles = wb * math.ceil(n / THIN_BW)
+    # 9-128 rows: the thin kernel (replica checks up to 32 rows), but the streaming kernel past 32
+    # rows on a weight of at most THIN_SMALL_W_BYTES. Runs 74c-d (H200, protected / cuBLAS,
+    # streaming -> thin): 16 x 2304 / 768 / 3072 x 768 1.11 / 1.10 / 1.18 -> 1.01 / 0.98 / 1.04,
+    # 16 x 4096^2 / 4096x11008 1.04 / 1.02 -> 0.92 / 0.99, 16x22016x4096 (two waves) 1.41 -> 1.11,
+    # 32 x GPT-2's widths 1.34-1.46 -> 1.19-1.22, 32x4096^2 1.46 -> 1.20, 64 / 128 x 2304x768 1.75 / 2.96
+    # -> 1.53 / 1.76, 64 / 128 x 768x3072 1.17 / 1.58 -> 1.11 / 1.35; but 48 / 64 / 128 x 768x768 1.33 /
+    # 1.37 / 1.60 against 1.97 / 1.59 / 1.95 and 128 x 1024^2 1.68 against 1.81 (64 x 1024^2 level).
+    # Unprotected the thin kernel is ahead at all of these (0.6-1.3 x cuBLAS): its protection past
+    # 16 rows is what is left. At 1-8 rows the streaming kernel's replica keeps it ahead at the
+    # GPT-2 widths (1 / 8 x 768x768 0.81 / 0.89 against 0.91 / 0.98).
+    if gemm.STREAM_REPLICA_ROWS < m <= THIN_MAX_ROWS and (m <= 32 or w_bytes > THIN_SMALL_W_BYTES):
+        return "thin"
+    if m <= gemm.STREAM_REPLICA_ROWS:
         # The thin kernel where its 128-row tiles fill about half the SMs or more in one wave, the
         # streaming kernel elsewhere: runs 47g / 47j, H200, protected / cuBLAS, streaming -> thin:
-        # 1x11008x4096 1.20 -> 1.04, 16x14336x4096 1.12 -> 1.04, 1 / 16 x N x 4096 at N = 8192
-        # 1.15 -> 1.11 / 1.16 -> 1.14, 10240 1.30 -> 1.07 / 1.31 -> 1.12, 12288 1.12 -> 1.00 /
-        # 1.14 -> 1.04, 16384 1.12 -> 1.05 / 1.13 -> 1.05; at 32 tiles the streaming kernel stays
-        # ahead (16x4096^2 1.00 against 1.08, 16x4096x11008 1.00 / 1.05).
-        tiles = wb * math.ceil(n / THIN_BW)
-        return "thin" if w_bytes >= THIN_W_BYTES and THIN_M16_SM_SHARE * num_sms <= tiles <= num_sms else "stream"
-    # Above M = 16 every CTA row (32 rows of x) of the streaming kernel reads all of W through L2:
-    # it wins while those CTAs fit one wave and, past one row, while W is small enough that the
-    # repeated reads cost less than the ring kernel's fixed part (run 17: 4096^2 at M = 64 wins,
-    # 4096x11008 loses by 12 %); the ring kernel (W read once) beyond.
+        # 1x11008x4096 1.20 -> 1.04, 1 x N x 4096 at N = 8192 1.15 -> 1.11, 10240 1.30 -> 1.07,
+        # 12288 1.12 -> 1.00, 16384 1.12 -> 1.05. At 32 tiles the two are level since both check
+        # against replicas (run 74d, 1 / 8 rows: 4096^2 0.96 / 1.00 against 0.94 / 0.95, 4096x11008
+        # 0.97 / 0.99 against 1.00 / 0.99).
+        return "thin" if w_bytes >= THIN_W_BYTES and THIN_FEW_ROWS_SM_SHARE * num_sms <= tiles <= num_sms else "stream"
+    # Past 32 rows on a small weight: the streaming kernel while its CTAs fit one wave (each CTA
+    # row, 32 rows of x, reads all of W through L2; past one row only while W is small enough that
+    # the repeated reads cost less than the ring kernel's fixed part: run 17), else the thin kernel
+    # up to its rows (128x2304x768 15.6 against the ring kernel's 11.9 us, run 45b) and the ring
+    # kernel (W read once) beyond.
     mtile = stream_mtile(m)
     one_row = m <= 16 * mtile
     fits = _stream_ctas(m, n, wb, mtile) <= num_sms and (one_row or w_bytes < STREAM_REREAD_W_BYTES)
-    # The thin kernel for 17-128 rows: from THIN_W_BYTES of W on, but at M <= 32 with N <= 4096
-    # below twice that (the streaming kernel ties it there: 32x4096^2 17.8 / 18.1 us, run 45b), and
-    # wherever the streaming kernel's CTAs do not fit one wave (the ring kernel's place before:
-    # 128x2304x768 15.6 / 11.9 us).
-    if m <= THIN_MAX_ROWS and (not fits or (w_bytes >= THIN_W_BYTES and (m > 32 or n > 4096 or
-                                                                           w_bytes >= 2 * THIN_W_BYTES))):
+    if m <= THIN_MAX_ROWS and not fits:
         return "thin"
     return "stream" if fits else "ring"
 
@@ -603,9 +615,11 @@ THIN_BW = 128  # rows of W per CTA
 # the kernel auto took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096
 # 43.1 / 104.9, 32x11008x4096 37.5 / 41.5; GPT-2 sizes (W <= 5 MB) at M <= 64 13-19 / 6-16.
 THIN_W_BYTES = 32 << 20
-# At M <= 16, the thin kernel from this share of the SMs in tiles on (see thread_kernel: measured
+# At M <= 8, the thin kernel from this share of the SMs in tiles on (see thread_kernel: measured
 # ahead at 64 tiles of 132 SMs, behind at 32).
-THIN_M16_SM_SHARE = 0.45
+THIN_FEW_ROWS_SM_SHARE = 0.45
+# Past 32 rows, the streaming kernel on weights of at most this size (see thread_kernel).
+THIN_SMALL_W_BYTES = 2 << 20
 
 
 # The thin kernel's time model, which picks its K split (run 45b, H200, 24 shapes x splits 1-4:
@@ -987,6 +1001,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     a.stream, a.num_sms = cuda.raw_stream(dev), _num_sms(dev)
     keep = [x3, w3, y, bias]  # alive until the launch is queued
     raise_flag = None
+    xs = None  # the thin kernel's x-side buffer (a new one per call)
     injections = []
     if protect:
         # Encoded from the kernel's weight (padded where K % 8 != 0: statistics over K8 columns,
@@ -1028,11 +1043,10 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
                                                  device=dev.index or 0, nx=mtile)
         chains = a.split
-        if protect:
+        if protect and not lib().ft_gemm_thin_replica_checked(a.mtile):  # (replicas need neither)
             rows = _thin_row_stats(w3, site.static_weight)
             # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
-            # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's
-            # output; a call of up to gemm.THIN_REPLICA_ROWS rows runs no pass and leaves it unread).
+            # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's output).
             sums_bytes = (wb * 8 * k * 2 + 15) // 16 * 16
             xs = torch.empty(sums_bytes + wb * math.ceil(k / K_TILE) * 16, dtype=torch.uint8, device=dev)
             keep += [rows, xs]
@@ -1100,8 +1114,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         persistent = sum(_members(weight, bias_in), ())
         held = {t.untyped_storage()._cdata for t in persistent}  # never keep the weights alive
         keep = [t for t in keep if t is not None and t.untyped_storage()._cdata not in held
-                and t is not x3 and t is not y and not (thin and t is xs)]
-        record.append((_launcher(a, fn, x.dtype, n, ldy, xs.numel() if thin else 0, keep), persistent))
+                and t is not x3 and t is not y and not (xs is not None and t is xs)]
+        record.append((_launcher(a, fn, x.dtype, n, ldy, xs.numel() if xs is not None else 0, keep), persistent))
     return y.reshape(*x.shape[:-1], n) if ldy == n else y
 
 
