@@ -242,7 +242,8 @@ def test_explain_names_the_gemm_kernel_configuration():
     split = cuda_gemm.kernel_note("global", 512, 768, 3072, 1, 132)
     assert split == "kernel: 128x128 tiles, K split 4, tile-local check"
     few = ftcompile.explain(model.fc, x[:1, :4], device="H200").records[0]
-    assert few.scheme == "thread" and few.reason.endswith("kernel: the streaming kernel")
+    assert few.scheme == "thread" and few.reason.endswith("kernel: the streaming kernel, each element checked against a replica")
+    assert cuda_gemm.kernel_note("thread", 64, 11008, 4096, 1, 132) == "kernel: the thin kernel (W x^T on wgmma)"
     assert "kernel:" not in str(ftcompile.explain(model, x[:, :16]))
 
 

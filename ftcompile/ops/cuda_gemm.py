@@ -104,11 +104,10 @@ TILE_CHECK_SLACK, TILE_CHECK_SLACK_WAVES = 1.1, 4
 TILE_CHECK_ROWS = 8  # per N-tile: sum and weighted sum of its W rows, each hi/mid/lo; ones; zeros
 W_DEN = 256  # the weighted sums weigh tile column c by (c + 1) / W_DEN (global_gemm.cu)
 NCW = 4  # consumer warps of the thread kernel: wm across M (1, 2, 4), 4 / wm across K
-# Which thread-scheme kernel runs: "auto" (the streaming kernel where x fits one m16 block: with 16
-# warps per SM loading and its rolling loop it is at least as fast as the ring kernel on every
-# M <= 16 shape measured, and has the lower fixed cost, NOTES_gemm.md run 14; above M = 16 while
-# its 32-row CTAs fit one wave, run 17), or "stream" / "ring" / "thin" to force one ("thin": W x^T
-# on wgmma for up to THIN_MAX_ROWS rows of x, the automatic choice beyond).
+# Which thread-scheme kernel runs: "auto" (`thread_kernel`: at 1-8 rows mostly the streaming
+# kernel, at 9-128 rows mostly the thin one, the ring kernel beyond where the streaming one does
+# not fit), or "stream" / "ring" / "thin" to force one ("thin": W x^T on wgmma for up to
+# THIN_MAX_ROWS rows of x, the automatic choice beyond).
 THREAD_KERNEL = os.environ.get("FTCOMPILE_THREAD_KERNEL", "auto")
 # Weights from this size on are streamed by the rolling loop; smaller ones (GPT-2 layers) are
 # faster at depth 1 (the sweep of run 16).
@@ -909,7 +908,9 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     for the global scheme its tile, K split and check, for the thread scheme its kernel."""
     k = (k + 7) // 8 * 8  # the launcher's K (x and W padded to 16-byte rows)
     if scheme == "thread":
-        return f"kernel: {THREAD_KERNEL_NAMES[thread_kernel(m, n, k, wb, num_sms)]}"
+        kind = thread_kernel(m, n, k, wb, num_sms)
+        replica = m <= {"stream": gemm.STREAM_REPLICA_ROWS, "thin": gemm.THIN_REPLICA_ROWS}.get(kind, 0)
+        return f"kernel: {THREAD_KERNEL_NAMES[kind]}" + (", each element checked against a replica" if replica else "")
     check, bn, split, split_from = global_plan(m, n, k, wb, num_sms, allowed, cluster=GLOBAL_CLUSTER)
     if split_from:
         tiles = global_tiles(m, n, wb, bn, GLOBAL_CLUSTER) // GLOBAL_CLUSTER
