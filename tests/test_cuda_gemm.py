@@ -889,25 +889,12 @@ def test_thin_kernel_decode_rows_checked_in_registers(dtype):
     assert _stats(name)["uncorrectable"] == 2
 
 
-@needs_hopper
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
-    """Up to 32 rows of x the thin kernel runs no x-side pass: every element of y is compared
-    with its replica, bit for bit (up to 16 rows x's rows loaded a second time into the wgmma's
-    padding, at 17-32 a second accumulator set with x's halves swapped). Row counts 1-32, K tails,
-    K splits 1-4, batched weights: within the 2x rule protected and not,
-    no false alarm; a fault at either stage, in the first or the last row, is corrected to the
-    fault-free output exactly (the intact copy is kept); two faults in one column of y are both
-    corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
-    name = f"cu-thin-replica-{dtype}"
-    s = ftcompile.telemetry.site(site(name))
+def _replicas_correct_exactly(name, s, dtype, kernel_kw, cases):
+    """For each (wb, m, n, k, split, bias): the thread kernel of `kernel_kw` within the 2x rule
+    protected and not, no alarm; then (wb = 1) one fault at either stage in the first and the last
+    row, each corrected to the fault-free output bit for bit. Returns the faults injected."""
     faults = 0
-    for wb, m, n, k, split, bias in [(1, 1, 1000, 520, 1, True), (1, 3, 4096, 4096, 2, False), (1, 16, 300, 8, 1, True),
-                                     (1, 8, 2048, 1032, 4, True), (3, 5, 300, 256, 1, False),
-                                     (1, 16, 1000, 1024, 3, True), (1, 12, 11008, 512, 1, False),
-                                     (1, 17, 1000, 520, 1, True), (1, 24, 4096, 4096, 2, False),
-                                     (1, 32, 2048, 1032, 4, True), (3, 32, 300, 256, 1, False),
-                                     (1, 29, 300, 1024, 3, True)]:
+    for wb, m, n, k, split, bias in cases:
         x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
         w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
         b = _rand(n, dtype=dtype) if bias else None
@@ -915,7 +902,7 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
             x.double() @ w.double().transpose(-1, -2)
         torch_err = ((F.linear(x, w, b) if wb == 1 else x @ w.transpose(-1, -2)).double() - ref).abs().max()
         run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
-                                                 split=split, kernel="thin")
+                                                 split=split, **kernel_kw)
         for protect in (True, False):
             assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, m, n, k, split)
         assert _stats(name)["detected"] == faults
@@ -930,6 +917,26 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
                     y = run()
                 assert len(inj.events) == 1 and torch.equal(y, clean), (m, n, k, split, row, stage)
                 faults += 1
+    return faults
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
+    """Up to 32 rows of x the thin kernel runs no x-side pass: every element of y is compared
+    with its replica, bit for bit (up to 16 rows x's rows loaded a second time into the wgmma's
+    padding, at 17-32 a second accumulator set with x's halves swapped). Row counts 1-32, K tails,
+    K splits 1-4, batched weights: within the 2x rule protected and not,
+    no false alarm; a fault at either stage, in the first or the last row, is corrected to the
+    fault-free output exactly (the intact copy is kept); two faults in one column of y are both
+    corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
+    name = f"cu-thin-replica-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin"), [
+        (1, 1, 1000, 520, 1, True), (1, 3, 4096, 4096, 2, False), (1, 16, 300, 8, 1, True),
+        (1, 8, 2048, 1032, 4, True), (3, 5, 300, 256, 1, False), (1, 16, 1000, 1024, 3, True),
+        (1, 12, 11008, 512, 1, False), (1, 17, 1000, 520, 1, True), (1, 24, 4096, 4096, 2, False),
+        (1, 32, 2048, 1032, 4, True), (3, 32, 300, 256, 1, False), (1, 29, 300, 1024, 3, True)])
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
     for m, rows in ((12, (2, 9)), (30, (3, 29))):  # two faults in one column of y
@@ -963,31 +970,9 @@ def test_stream_kernel_few_rows_checked_against_a_replica(dtype, depth, warps):
     name = f"cu-stream-replica-{dtype}-{depth}-{warps}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
-    faults = 0
-    for wb, m, n, k, split, bias in [(1, 1, 4096, 4096, 8, True), (1, 8, 768, 768, 4, False), (1, 5, 200, 1032, 3, True),
-                                     (1, 3, 96, 8, 1, True), (3, 4, 300, 256, 2, False), (1, 7, 2304, 768, 1, True)]:
-        x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
-        w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
-        b = _rand(n, dtype=dtype) if bias else None
-        ref = F.linear(x.double(), w.double(), None if b is None else b.double()) if wb == 1 else \
-            x.double() @ w.double().transpose(-1, -2)
-        torch_err = ((F.linear(x, w, b) if wb == 1 else x @ w.transpose(-1, -2)).double() - ref).abs().max()
-        run = lambda protect=True: cuda_gemm.run("linear_thread", x, w, b, s, protect=protect,  # noqa: E731
-                                                 split=split, stages=depth, warps=warps, kernel="stream")
-        for protect in (True, False):
-            assert (run(protect).double() - ref).abs().max() <= 2 * torch_err + 1e-6, (wb, m, n, k, split)
-        assert _stats(name)["detected"] == faults
-        clean = run()
-        if wb > 1:
-            continue
-        for row in sorted({0, m - 1}):
-            for stage in ("accumulator", "output"):
-                spec = FaultSpec(site=name, stage=stage, index=(row, n - 1), value=5.0,
-                                 **({"k_step": (k - 1) // 64} if stage == "accumulator" else {}))
-                with inject(spec) as inj:
-                    y = run()
-                assert len(inj.events) == 1 and torch.equal(y, clean), (m, n, k, split, row, stage)
-                faults += 1
+    faults = _replicas_correct_exactly(name, s, dtype, dict(stages=depth, warps=warps, kernel="stream"), [
+        (1, 1, 4096, 4096, 8, True), (1, 8, 768, 768, 4, False), (1, 5, 200, 1032, 3, True),
+        (1, 3, 96, 8, 1, True), (3, 4, 300, 256, 2, False), (1, 7, 2304, 768, 1, True)])
     st = _stats(name)
     assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
     # Two faults in one group (columns 5 and 13 of a tile), and the CPU reference's outcome.
