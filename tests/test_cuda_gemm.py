@@ -171,70 +171,64 @@ def test_thin_reference_checks_each_column_over_the_rows(bias):
     assert int(out.uncorrectable) == 1 and torch.allclose(y, clean, rtol=0, atol=1e-4)
 
 
-def test_thin_reference_few_rows_against_a_replica():
-    """Up to gemm.THIN_REPLICA_ROWS rows, gemm.linear_thin (the thin kernel's algorithm there)
-    compares each element with a replica computed the same way: clean inputs of several
-    distributions and row counts raise no alarm; one fault at either stage, or two in one column
-    of y, are each detected once per column and corrected to the fault-free value; NaN in x is
-    counted as a non-finite input and raises no alarm; "detect" corrects nothing."""
-    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-rep", site_id=site("cpu-rep"))
+# The replica-checked references: function, rows it checks against replicas, W's rows, the relative
+# tolerance of a corrected output (the streaming reference's wider W reaches larger values, and an
+# accumulator fault sums k-tile by k-tile), and fault cases (FaultSpec keywords of each fault, the
+# checks they fall in).
+REPLICA_REFERENCES = {
+    "thin": (gemm.linear_thin, gemm.THIN_REPLICA_ROWS, 72, 0.0, [
+        ([dict(index=(3, 30))], 1),
+        ([dict(index=(r, 30)) for r in (7, 9)], 1),  # one column of y: one check
+        ([dict(stage="accumulator", index=(15, 2), k_step=1)], 1)]),
+    "stream": (gemm.linear_stream, gemm.STREAM_REPLICA_ROWS, 150, 1e-6, [
+        ([dict(index=(3, 130))], 1),
+        ([dict(index=(7, 66), count=2)], 1),  # columns 66 and 74 of a row: one strided group
+        ([dict(stage="accumulator", index=(0, 2), k_step=1)], 1),
+        ([dict(index=(2, c)) for c in (9, 10)], 2)]),  # two groups
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REPLICA_REFERENCES))
+def test_reference_few_rows_against_a_replica(kind):
+    """Up to their replica rows, gemm.linear_thin and gemm.linear_stream (the thin and streaming
+    kernels' algorithms there) compare each element with a replica computed the same way (the thin
+    kernel one check per column of y, the streaming one per row and group of 8 strided columns):
+    clean inputs of several distributions and row counts raise no alarm; one fault at either
+    stage, or two in one check, are detected once per check and corrected to the fault-free value;
+    "detect" corrects nothing; NaN in x is counted as a non-finite input and raises no alarm."""
+    ref, rows, n, rtol, cases = REPLICA_REFERENCES[kind]
+    name = f"cpu-rep-{kind}"
+    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name=name, site_id=site(name))
     g = torch.Generator().manual_seed(5)
-    w, b = torch.randn(72, 300, generator=g) * 0.1, torch.randn(72, generator=g)
-    for m, (shift, scale) in zip((1, 5, 32), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
+    w, b = torch.randn(n, 300, generator=g) * 0.1, torch.randn(n, generator=g)
+    for m, (shift, scale) in zip((1, 5, rows), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
         x = torch.randn(m, 300, generator=g) * scale + shift
-        _, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
+        _, out = ref(x, w, b, policy="correct", **kw)
         assert int(out.detected) == 0
-    clean, _ = gemm.linear_thin(x, w, b, policy="correct", **kw)
-    cases = [[FaultSpec(site="cpu-rep", stage="output", index=(3, 30), value=5.0)],
-             [FaultSpec(site="cpu-rep", stage="output", index=(r, 30), value=5.0) for r in (7, 9)],
-             [FaultSpec(site="cpu-rep", stage="accumulator", index=(15, 2), value=5.0, k_step=1)]]
-    for specs in cases:
-        with inject(*specs):
-            y, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
-        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (1, 1, 0)
-        assert torch.allclose(y, clean, rtol=0, atol=1e-4)
-    with inject(*cases[0]):
-        y, out = gemm.linear_thin(x, w, b, policy="detect", **kw)
+    clean, _ = ref(x, w, b, policy="correct", **kw)
+    specs = lambda faults: [FaultSpec(site=name, **{"stage": "output", "value": 5.0, **f}) for f in faults]  # noqa: E731
+    for faults, checks in cases:
+        with inject(*specs(faults)):
+            y, out = ref(x, w, b, policy="correct", **kw)
+        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (checks, checks, 0)
+        assert torch.allclose(y, clean, rtol=rtol, atol=1e-4)
+    with inject(*specs(cases[0][0])):
+        y, out = ref(x, w, b, policy="detect", **kw)
     assert (int(out.detected), int(out.corrected)) == (1, 0) and (y - clean).abs().max() > 4
     x[2, 5] = float("nan")
-    y, out = gemm.linear_thin(x, w, b, policy="correct", **kw)
+    y, out = ref(x, w, b, policy="correct", **kw)
     assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
 
 
-def test_stream_reference_few_rows_against_a_replica():
-    """Up to gemm.STREAM_REPLICA_ROWS rows, gemm.linear_stream (the streaming kernel's algorithm
-    there) compares each element with a replica computed the same way, one check per row and group
-    of 8 strided columns: clean inputs raise no alarm; one fault at either stage, or two in one
-    group, are detected once and corrected to the fault-free value; faults in two groups count
-    twice; "detect" corrects nothing; NaN in x is a non-finite input, not a fault; beyond 8 rows it
-    is gemm.linear_thread."""
-    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-srep", site_id=site("cpu-srep"))
+def test_stream_reference_past_its_replica_rows_is_linear_thread():
+    """Past gemm.STREAM_REPLICA_ROWS rows gemm.linear_stream is gemm.linear_thread: two faults in
+    one strided group are located as one and reported uncorrectable."""
+    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-srep9", site_id=site("cpu-srep9"))
     g = torch.Generator().manual_seed(6)
-    w, b = torch.randn(150, 300, generator=g) * 0.1, torch.randn(150, generator=g)
-    for m, (shift, scale) in zip((1, 5, 8), ((0.0, 1.0), (2.0, 0.5), (0.0, 30.0))):
-        x = torch.randn(m, 300, generator=g) * scale + shift
-        _, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
-        assert int(out.detected) == 0
-    clean, _ = gemm.linear_stream(x, w, b, policy="correct", **kw)
-    cases = [([FaultSpec(site="cpu-srep", stage="output", index=(3, 130), value=5.0)], 1),
-             ([FaultSpec(site="cpu-srep", stage="output", index=(7, 66), value=5.0, count=2)], 1),
-             ([FaultSpec(site="cpu-srep", stage="accumulator", index=(0, 2), value=5.0, k_step=1)], 1),
-             ([FaultSpec(site="cpu-srep", stage="output", index=(2, c), value=5.0) for c in (9, 10)], 2)]
-    for specs, groups in cases:
-        with inject(*specs):
-            y, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
-        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == (groups, groups, 0)
-        assert torch.allclose(y, clean, rtol=1e-6, atol=1e-4)  # (k-tile by k-tile with an accumulator fault)
-    with inject(*cases[0][0]):
-        y, out = gemm.linear_stream(x, w, b, policy="detect", **kw)
-    assert (int(out.detected), int(out.corrected)) == (1, 0) and (y - clean).abs().max() > 4
-    x[2, 5] = float("nan")
-    y, out = gemm.linear_stream(x, w, b, policy="correct", **kw)
-    assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
-    x9 = torch.randn(9, 300, generator=g)
-    with inject(FaultSpec(site="cpu-srep", stage="output", index=(3, 5), value=4.0, count=2)):
-        _, out = gemm.linear_stream(x9, w, None, policy="correct", **kw)
-    assert int(out.uncorrectable) == 1  # linear_thread's checksum locates one fault per group
+    x, w = torch.randn(gemm.STREAM_REPLICA_ROWS + 1, 300, generator=g), torch.randn(150, 300, generator=g) * 0.1
+    with inject(FaultSpec(site="cpu-srep9", stage="output", index=(3, 5), value=4.0, count=2)):
+        _, out = gemm.linear_stream(x, w, None, policy="correct", **kw)
+    assert (int(out.detected), int(out.uncorrectable)) == (1, 1)
 
 
 def test_global_split_follows_the_sweep():

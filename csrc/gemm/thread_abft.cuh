@@ -143,25 +143,16 @@ template <typename T, int MT, bool REP = false>
 __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* p, int rows = 16) {
   const int g = (threadIdx.x % 32) / 4;
   const bool ok[2] = {g < rows, (REP ? g : g + 8) < rows};
-  if constexpr (REP) {
+  float mxf[2], mnf[2];
+  if constexpr (!REP) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (!ok[h]) continue;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
+      const float2 a = Elem<T>::unpack(f.mx[mt][h]), c = Elem<T>::unpack(f.mn[mt][h]);
+      float vx = fmaxf(a.x, a.y), vn = fminf(c.x, c.y);
+      vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 1)); vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 2));
+      vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 1)); vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 2));
+      mxf[h] = vx; mnf[h] = vn;
     }
-    return;
-  }
-  float mxf[2], mnf[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float2 a = Elem<T>::unpack(f.mx[mt][h]), c = Elem<T>::unpack(f.mn[mt][h]);
-    float vx = fmaxf(a.x, a.y), vn = fminf(c.x, c.y);
-    vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 1)); vx = fmaxf(vx, __shfl_xor_sync(0xffffffffu, vx, 2));
-    vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 1)); vn = fminf(vn, __shfl_xor_sync(0xffffffffu, vn, 2));
-    mxf[h] = vx; mnf[h] = vn;
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // accumulator registers 2h, 2h + 1 hold row g + 8h
@@ -170,13 +161,15 @@ __device__ __forceinline__ void write_partial(const Frag<MT>& f, int mt, float* 
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) p[(4 * j + e) * 32] = f.acc[mt][j][e];
+    if constexpr (!REP) {
 #pragma unroll
-    for (int e = 2 * h; e < 2 * h + 2; ++e)
-      p[(SLOT_CHK + e) * 32] =
-          std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
-    p[(SLOT_SX + h) * 32] = f.sx[mt][2 * h];
-    p[(SLOT_MAX + h) * 32] = mxf[h];
-    p[(SLOT_MIN + h) * 32] = mnf[h];
+      for (int e = 2 * h; e < 2 * h + 2; ++e)
+        p[(SLOT_CHK + e) * 32] =
+            std::is_same<T, __half>::value ? f.chk[mt][e] + f.chk2[mt][e] * (1.f / 2048.f) : f.chk[mt][e];
+      p[(SLOT_SX + h) * 32] = f.sx[mt][2 * h];
+      p[(SLOT_MAX + h) * 32] = mxf[h];
+      p[(SLOT_MIN + h) * 32] = mnf[h];
+    }
   }
 }
 // Does float4 e of a partial (floats 4e .. 4e + 3: slot r = e / 8, lanes 4 (e % 8) + 0..3, so row
@@ -262,6 +255,20 @@ static __device__ __noinline__ void dump_group(const Args& args, int b, int64_t 
   args.dbg[3 * gi] = sum; args.dbg[3 * gi + 1] = chk; args.dbg[3 * gi + 2] = thr;
 }
 
+// The thread's share of the block: the combined partials plus the bias (CHECKS: and the bias's
+// share of the checks, summed in column order).
+template <bool CHECKS>
+__device__ __forceinline__ void add_bias(Block& s, const float* v, const CheckSmem& cs, int q4) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float bv = cs.bias[8 * j + 2 * q4 + e];
+      s.y[j][e] = v[4 * j + e] + bv;
+      s.y[j][2 + e] = v[4 * j + 2 + e] + bv;
+      if constexpr (CHECKS) { s.chk[e] += bv; s.chk[2 + e] += bv; }
+    }
+}
 // Output-stage faults (final fp32 values) on the thread's share of the block.
 __device__ __forceinline__ void inject_outputs(Block& s, const Args& args, int tile, int b, int q4) {
   for (int qi = 0; qi < args.n_inj; ++qi) {
@@ -290,15 +297,7 @@ __device__ __forceinline__ void check_block(Block& s, const float* v, CheckSmem&
 #pragma unroll
   for (int ge = 0; ge < 4; ++ge) { s.flag[ge] = false; s.slot[ge] = 0; s.chk[ge] = 0.f; }
   s.thr[0] = s.thr[1] = 0.f;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float bv = cs.bias[8 * j + 2 * q4 + e];
-      s.y[j][e] = v[4 * j + e] + bv;
-      s.y[j][2 + e] = v[4 * j + 2 + e] + bv;
-      if constexpr (PROTECT) { s.chk[e] += bv; s.chk[2 + e] += bv; }
-    }
+  add_bias<PROTECT>(s, v, cs, q4);
   if constexpr (!PROTECT) return;
   if constexpr (INJECT) inject_outputs(s, args, tile, b, q4);
   // V-ABFT threshold per row (n = 8 summed terms), validity, then the four groups.
@@ -414,14 +413,7 @@ __device__ __forceinline__ void check_replica_block(Block& s, const float* v, Ch
                                                     int tile, int b, int q4) {
 #pragma unroll
   for (int ge = 0; ge < 4; ++ge) { s.flag[ge] = false; s.slot[ge] = 0; }
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float bv = cs.bias[8 * j + 2 * q4 + e];
-      s.y[j][e] = v[4 * j + e] + bv;
-      s.y[j][2 + e] = v[4 * j + 2 + e] + bv;
-    }
+  add_bias<false>(s, v, cs, q4);
   if constexpr (INJECT) inject_outputs(s, args, tile, b, q4);
   if (s.row0 >= args.M) return;
   bool nonfinite = false;

@@ -697,6 +697,13 @@ def thin_clusters(nx: int, protect: bool, split: int, num_sms: int, device: int 
     return min(n, num_sms // split) if n > 0 else num_sms // split
 
 
+@functools.lru_cache(maxsize=16)
+def _thin_replica_checked(handle, nx: int) -> bool:
+    """Whether library `handle` checks protected thin calls with x padded to nx rows against
+    replicas (then it takes no x-side buffer and no W row statistics); asked once, not per call."""
+    return bool(handle.ft_gemm_thin_replica_checked(nx))
+
+
 def _thin_row_stats(w3: torch.Tensor, cache: bool = True) -> torch.Tensor:
     """[WB, N, 2] fp32: each W row's mean and extrema variance over K (V-ABFT's row statistics of
     the thin kernel's check, whose rows are W's)."""
@@ -1044,7 +1051,7 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
                                                  device=dev.index or 0, nx=mtile)
         chains = a.split
-        if protect and not lib().ft_gemm_thin_replica_checked(a.mtile):  # (replicas need neither)
+        if protect and not _thin_replica_checked(lib(), a.mtile):  # (replicas need neither)
             rows = _thin_row_stats(w3, site.static_weight)
             # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
             # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's output).
