@@ -539,7 +539,7 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
 
 
 @needs_hopper
-@pytest.mark.parametrize("rows", [40, 12, 24], ids=["checksum-rows", "loaded-replica", "rotated-replica"])
+@pytest.mark.parametrize("rows", [40, 12, 24], ids=["checksum-rows", "loaded-replica", "crossed-replica"])
 @pytest.mark.parametrize("stage", ["accumulator", "output"])
 def test_thin_kernel_corrects_as_its_cpu_reference(stage, rows):
     """The thin kernel and gemm.linear_thin on the same inputs and fault: the same outcome, and both
@@ -919,9 +919,9 @@ def _replicas_correct_exactly(name, s, dtype, kernel_kw, cases):
 def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
     """Up to 32 rows of x the thin kernel runs no x-side pass: every element of y is compared
     with its replica, bit for bit (up to 16 rows x's rows loaded a second time into the wgmma's
-    padding, at 17-32 a second accumulator set with x's halves swapped). Row counts 1-32, K tails,
-    K splits 1-4, batched weights: within the 2x rule protected and not,
-    no false alarm; a fault at either stage, in the first or the last row, is corrected to the
+    padding, at 17-32 a second accumulator set in which each warpgroup computes the other's rows
+    of W). Row counts 1-32, K tails, K splits 1-4, batched weights: within the 2x rule protected
+    and not, no false alarm; a fault at either stage, in the first or the last row, is corrected to the
     fault-free output exactly (the intact copy is kept); two faults in one column of y are both
     corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
     name = f"cu-thin-replica-{dtype}"

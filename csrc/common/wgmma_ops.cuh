@@ -188,19 +188,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_bf16(float* d, uint64_t desc_a, 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// D[64x16] (+)= A[64x16] * B[16x16]; A, B K-major in shared memory (descriptors), fp32 accumulators.
-__device__ __forceinline__ void wgmma_m64n16k16_bf16(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 // D[64x64] += A[64x16] * B[16x64]; A in registers (wgmma A fragment), B N-major in shared memory.
 __device__ __forceinline__ void wgmma_rs_m64n64k16_bf16_t1(float* d, const uint32_t* a, uint64_t desc_b) {
   asm volatile(
@@ -547,19 +534,6 @@ __device__ __forceinline__ void wgmma_m64n32k16_f16(float* d, uint64_t desc_a, u
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// D[64x16] (+)= A[64x16] * B[16x16]; A, B K-major in shared memory (descriptors), fp32 accumulators.
-__device__ __forceinline__ void wgmma_m64n16k16_f16(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 // D[64x64] += A[64x16] * B[16x64]; A in registers (wgmma A fragment), B N-major in shared memory.
 __device__ __forceinline__ void wgmma_rs_m64n64k16_f16_t1(float* d, const uint32_t* a, uint64_t desc_b) {
   asm volatile(
@@ -737,7 +711,6 @@ __device__ __forceinline__ void wgmma_ss(float* d, uint64_t desc_a, uint64_t des
   else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 64) wgmma_m64n64k16_bf16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 40) wgmma_m64n40k16_bf16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 32) wgmma_m64n32k16_bf16(d, desc_a, desc_b, accumulate);
-  else if constexpr (std::is_same<T, __nv_bfloat16>::value && N == 16) wgmma_m64n16k16_bf16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __half>::value && N == 256) wgmma_m64n256k16_f16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __half>::value && N == 200) wgmma_m64n200k16_f16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __half>::value && N == 192) wgmma_m64n192k16_f16(d, desc_a, desc_b, accumulate);
@@ -747,7 +720,6 @@ __device__ __forceinline__ void wgmma_ss(float* d, uint64_t desc_a, uint64_t des
   else if constexpr (std::is_same<T, __half>::value && N == 64) wgmma_m64n64k16_f16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __half>::value && N == 40) wgmma_m64n40k16_f16(d, desc_a, desc_b, accumulate);
   else if constexpr (std::is_same<T, __half>::value && N == 32) wgmma_m64n32k16_f16(d, desc_a, desc_b, accumulate);
-  else if constexpr (std::is_same<T, __half>::value && N == 16) wgmma_m64n16k16_f16(d, desc_a, desc_b, accumulate);
   else static_assert(sizeof(T) == 0, "no wgmma wrapper for this type and shape");
 }
 template <typename T, int N, int TNSP>

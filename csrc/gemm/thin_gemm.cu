@@ -16,10 +16,10 @@
 // it lets the GEMM launch at once (programmatic dependent launch), whose CTAs then wait for it
 // before they read W or x.
 // Up to 32 rows (x padded to 32) need no pass: every element of D is computed twice, from the same
-// operands in shared memory, in another column of the accumulators, and the two agree bit for bit.
-// Up to 16 rows the wgmma's N padding holds the replica (TMA loads x's box a second time, 16 rows
-// further); at 17-32 rows two N = 16 wgmmas compute a second accumulator set with x's halves
-// swapped (x's row m in its column (m + 16) % 32: no extra loads). The check compares the copies
+// operands in shared memory, and the two agree bit for bit. Up to 16 rows the wgmma's N padding
+// holds the replica (TMA loads x's box a second time, 16 rows further: another column of the
+// accumulators); at 17-32 rows each consumer warpgroup also multiplies the other's 64 rows of W
+// with x into a second accumulator set (one more wgmma, no extra loads). The check compares the copies
 // exactly (no threshold, no statistics of x); a mismatch locates its element, which is recomputed
 // to choose the intact copy. At these row counts the 8 checksum rows cost as much of the wgmma as
 // x's rows and their pass 1-3 us a call (NOTES.md, session 65).
@@ -104,8 +104,9 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 // no pass; see the top of the file).
 __host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx == 32; }
 // The replica loaded NX / 2 rows after x's in the B tile (x's box fits half of it), the wgmma then
-// N = NX; otherwise the rotated replica of the second accumulator set (`acc2`, see the kernel).
-// -DFTG_THIN_REP_LOAD=0: the rotated replica at every row count, for the A/B.
+// N = NX; otherwise the crossed replica of the second accumulator set (`acc2`, see the kernel).
+// -DFTG_THIN_REP_LOAD=0: the crossed replica at every row count, for the A/B (run 75a: 0.8-1.2 us
+// slower at 12-16 rows).
 __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
   return replica_checked(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
 }
@@ -117,7 +118,7 @@ template <int NX, bool PROT> struct Cfg {
   static constexpr int NC = NX + (PROT && !REP ? 8 : 0);
   static constexpr int X_BYTES = NC * 128;         // multiple of 1024 (8-row swizzle atoms)
   static constexpr int STAGE = W_BYTES + X_BYTES;
-  static constexpr int PC = NC + (REP ? NX : 0);   // the partial tile's columns: + the rotated replica
+  static constexpr int PC = NC + (REP ? NX : 0);   // the partial tile's columns: + the crossed replica
   static constexpr int P_BYTES = PC * PN * 4;      // the partial tile, column-major
   static constexpr int NQ = (NC + 31) / 32;        // 32-column groups of a row in the epilogue
 };
@@ -318,8 +319,8 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // c = 8 j + 2 (lane % 4) + e: x's row c below NX, the checksum columns from NX on. It adds the
 // bias, stores its values of y from the registers and checks its two rows of D over x's rows with
 // quad shuffles, or (replica checks) each value against its replica, which the same thread holds:
-// the loaded one (`dup` false) NX / 2 columns on, in v 4 (NX / 16) registers further; the rotated one
-// in acc2, at column (m + NX / 2) % NX. True where a row fails its check (the kernel then takes the
+// the loaded one (`dup` false) NX / 2 columns on, in v 4 (NX / 16) registers further; the crossed
+// one in acc2 at the same column (traded between the warpgroups before this). True where a row fails its check (the kernel then takes the
 // partial-tile path, which checks again, counts and corrects). `nonfin`: set where both copies of a
 // value are non-finite (replica checks: the inputs' report).
 template <typename T, int NX, bool PROT, bool INJ>
@@ -367,9 +368,9 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
         };
         if (dup) {
 #pragma unroll
-          for (int i = 0; i < NX / 4; ++i) {  // v[i]'s column 8 j + .. (j = i / 2): acc2's j + NX / 16
+          for (int i = 0; i < NX / 4; ++i) {  // the crossed replica, traded: in acc2 as v in acc
             const int m = 8 * (i / 2) + 2 * c4 + i % 2;
-            if (m < M && n < N) compare(v[i], acc2[4 * ((i / 2 + NX / 16) % (NX / 8)) + 2 * h + i % 2] + bn);
+            if (m < M && n < N) compare(v[i], acc2[4 * (i / 2) + 2 * h + i % 2] + bn);
           }
         } else {
 #pragma unroll
@@ -414,7 +415,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int64_t M = args.M, N = args.N, K = args.K;
   const int nk = cdiv(K, BK);
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
-  // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the rotated replica of
+  // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the crossed replica of
   // acc2; a value's replica then sits `roff` columns on in the partial tile.
   const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;
   const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
@@ -499,12 +500,14 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   float acc[NC / 2];
-  // The rotated replica (dup): acc2's columns 0 .. NX / 2 - 1 are x's rows NX / 2 .., its columns
-  // NX / 2 .. x's rows 0 ..: x's row m in column (m + NX / 2) % NX, two N = NX / 2 wgmmas a k16 step
-  // on the stage's B tile (the same operands, another column of the accumulators).
+  // The crossed replica (dup): acc2 = the other warpgroup's 64 rows of W times x, from the same
+  // stage (one more N = NX wgmma a k16 step), so row n's replica is computed by warpgroup 1 - cw's
+  // thread of the same lane and warp % 4, in the same column: other warps and registers, another
+  // moment. (x's halves swapped in acc2 instead, two N = NX / 2 wgmmas a k16 step, was 0.2-0.7 us
+  // slower a call: run 75a.)
   float acc2[C::REP ? NX / 2 : 1];
   // The k-loop, compiled for the wgmma's N: MODE 0 NC (checksum columns), 1 NX (x's rows and the
-  // loaded replica; the slot's columns stay zero), 2 NX and the rotated replica. Whole loops, not
+  // loaded replica; the slot's columns stay zero), 2 NX and the crossed replica. Whole loops, not
   // a branch around the wgmma inside one: ptxas serialises wgmma behind a branch between
   // accumulator sets (C7519).
   auto k_loop = [&](auto mode) {
@@ -515,14 +518,12 @@ __global__ void __launch_bounds__(THREADS, 1)
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
+      const uint64_t dx = desc_k_sw128(st + (1 - cw) * 64 * 128);  // the other warpgroup's rows
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < BK / 16; ++ks) {
         wgmma_ss<T, NW>(acc, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
-        if constexpr (MODE == 2) {
-          wgmma_ss<T, NX / 2>(acc2, desc_add(da, 32 * ks), desc_add(db, NX / 2 * 128 + 32 * ks), 1);
-          wgmma_ss<T, NX / 2>(acc2 + NX / 4, desc_add(da, 32 * ks), desc_add(db, 32 * ks), 1);
-        }
+        if constexpr (MODE == 2) wgmma_ss<T, NX>(acc2, desc_add(dx, 32 * ks), desc_add(db, 32 * ks), 1);
       }
       wgmma_commit();
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
@@ -572,10 +573,21 @@ __global__ void __launch_bounds__(THREADS, 1)
   // The partial tile's row loop, column checks and staged stores took ~1.7 us a CTA at the end of
   // every decode call (run 68a) and more at 64 / 128 rows; a row failing its check (rare) sends
   // the CTA down that path, which checks again, counts and corrects (NOTES.md, sessions 61-62).
-  bool through_part = true;
+  bool through_part = true, traded = false;
   if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX) {
     if (S == 1) {
       bool flag = false, nonfin = false;
+      if constexpr (C::REP) {
+        if (dup && warp >= 4) {  // the crossed replica: trade acc2 for the other warpgroup's, the copy
+          const int ct = tid - 128;  // of this thread's own values (the ring is free; 64 B a thread)
+#pragma unroll
+          for (int i = 0; i < NX / 2; ++i) part[i * 256 + ct] = acc2[i];
+          named_bar_sync(1, 256);
+#pragma unroll
+          for (int i = 0; i < NX / 2; ++i) acc2[i] = part[i * 256 + (ct ^ 128)];
+          traded = true;
+        }
+      }
       if (warp >= 4)
         flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, acc2, sm, args, tile, b,
                                                          (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
@@ -602,14 +614,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) part[(8 * j + 2 * c4 + e) * PN + n0 + 8 * h] = acc[4 * j + 2 * h + e];
       if constexpr (C::REP) {
-        if (dup) {  // the rotated replica, back in x's row order, from column NC on
+        if (dup) {  // the crossed replica from column NC on, at the other warpgroup's rows unless traded
+          const int nr = traded ? n0 : n0 ^ 64;
 #pragma unroll
           for (int j = 0; j < NX / 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
 #pragma unroll
-              for (int e = 0; e < 2; ++e)
-                part[(NC + (8 * j + 2 * c4 + e + NX / 2) % NX) * PN + n0 + 8 * h] = acc2[4 * j + 2 * h + e];
+              for (int e = 0; e < 2; ++e) part[(NC + 8 * j + 2 * c4 + e) * PN + nr + 8 * h] = acc2[4 * j + 2 * h + e];
         }
       }
     }
@@ -626,7 +638,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     // The slice summed over the cluster's partial tiles, four rows of D at a time (16 bytes of a
     // column: one load a source, DSMEM in a cluster). A column below NX is x's row c: bias added and
     // stored to y at once, 8 bytes a store; protected, the final values go back into this CTA's own
-    // part (no other CTA reads its slice), the column checks' input (and the rotated replica's
+    // part (no other CTA reads its slice), the column checks' input (and the crossed replica's
     // columns from NC on, bias added alike). Compiled twice: without a
     // cluster (ONE: split 1) the slice and the sources are constants. (Row by row, a warp's lanes
     // over the columns and y staged through shared memory, this phase took 2-2.7 us a CTA at
@@ -652,7 +664,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (src < S) v.x += l[src].x, v.y += l[src].y, v.z += l[src].z, v.w += l[src].w;
         }
         float f[4] = {v.x, v.y, v.z, v.w};
-        if (c >= NC) {  // the rotated replica's
+        if (c >= NC) {  // the crossed replica's
 #pragma unroll
           for (int e = 0; e < 4; ++e) f[e] += sm.rbias[r + e];
         }
