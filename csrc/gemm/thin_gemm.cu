@@ -51,6 +51,12 @@
 #ifndef FTG_THIN_REPLICA
 #define FTG_THIN_REPLICA 1
 #endif
+// The widest padding of x's rows (32, 64) checked against replicas. For the A/B: 64 takes the crossed
+// replica at 33-64 rows too (twice the tensor work of x's rows, against the checksum rows' 1 / 8
+// more and the pass).
+#ifndef FTG_THIN_REPLICA_NX
+#define FTG_THIN_REPLICA_NX 32
+#endif
 #ifndef FTG_THIN_REP_LOAD
 #define FTG_THIN_REP_LOAD 1
 #endif
@@ -102,7 +108,7 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 
 // x padded to 32 rows: every protected call is checked against a replica of x (no checksum rows,
 // no pass; see the top of the file).
-__host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx == 32; }
+__host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx <= FTG_THIN_REPLICA_NX; }
 // The replica loaded NX / 2 rows after x's in the B tile (x's box fits half of it), the wgmma then
 // N = NX; otherwise the crossed replica of the second accumulator set (`acc2`, see the kernel).
 // -DFTG_THIN_REP_LOAD=0: the crossed replica at every row count, for the A/B (run 75a: 0.8-1.2 us
