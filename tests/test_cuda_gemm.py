@@ -921,8 +921,8 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
     with its replica, bit for bit (up to 16 rows x's rows loaded a second time into the wgmma's
     padding, at 17-32 a second accumulator set in which each warpgroup computes the other's rows
     of W). Row counts 1-32, K tails, K splits 1-4, batched weights: within the 2x rule protected
-    and not, no false alarm; a fault at either stage, in the first or the last row, is corrected to the
-    fault-free output exactly (the intact copy is kept); two faults in one column of y are both
+    and not, no false alarm; a fault at either stage, in the first or the last row, is corrected
+    to the fault-free output exactly (the intact copy is kept); two faults in one column of y are both
     corrected; a NaN or an infinity in x is reported once as a non-finite input, not as a fault."""
     name = f"cu-thin-replica-{dtype}"
     s = ftcompile.telemetry.site(site(name))

@@ -106,8 +106,8 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #endif
 }
 
-// x padded to 32 rows: every protected call is checked against a replica of x (no checksum rows,
-// no pass; see the top of the file).
+// x padded to 32 rows (FTG_THIN_REPLICA_NX): every protected call is checked against a replica of x
+// (no checksum rows, no pass; see the top of the file).
 __host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx <= FTG_THIN_REPLICA_NX; }
 // The replica loaded NX / 2 rows after x's in the B tile (x's box fits half of it), the wgmma then
 // N = NX; otherwise the crossed replica of the second accumulator set (`acc2`, see the kernel).
@@ -326,8 +326,9 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // bias, stores its values of y from the registers and checks its two rows of D over x's rows with
 // quad shuffles, or (replica checks) each value against its replica, which the same thread holds:
 // the loaded one (`dup` false) NX / 2 columns on, in v 4 (NX / 16) registers further; the crossed
-// one in acc2 at the same column (traded between the warpgroups before this). True where a row fails its check (the kernel then takes the
-// partial-tile path, which checks again, counts and corrects). `nonfin`: set where both copies of a
+// one in acc2 at the same column (traded between the warpgroups before this). True where a row
+// fails its check (the kernel then takes the partial-tile path, which checks again, counts and
+// corrects). `nonfin`: set where both copies of a
 // value are non-finite (replica checks: the inputs' report).
 template <typename T, int NX, bool PROT, bool INJ>
 __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2],
@@ -585,7 +586,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       bool flag = false, nonfin = false;
       if constexpr (C::REP) {
         if (dup && warp >= 4) {  // the crossed replica: trade acc2 for the other warpgroup's, the copy
-          const int ct = tid - 128;  // of this thread's own values (the ring is free; 64 B a thread)
+          const int ct = tid - 128;  // of this thread's own values (through the ring, now free)
 #pragma unroll
           for (int i = 0; i < NX / 2; ++i) part[i * 256 + ct] = acc2[i];
           named_bar_sync(1, 256);
