@@ -180,6 +180,11 @@ REPLICA_REFERENCES = {
         ([dict(index=(3, 30))], 1),
         ([dict(index=(r, 30)) for r in (7, 9)], 1),  # one column of y: one check
         ([dict(stage="accumulator", index=(15, 2), k_step=1)], 1)]),
+    # 33-64 rows where gemm.thin_replica takes replicas for W's rows (the test sets the limit)
+    "thin-wide": (gemm.linear_thin, gemm.THIN_REPLICA_WIDE_ROWS, 72, 0.0, [
+        ([dict(index=(50, 30))], 1),
+        ([dict(index=(r, 30)) for r in (7, 60)], 1),
+        ([dict(stage="accumulator", index=(40, 2), k_step=1)], 1)]),
     "stream": (gemm.linear_stream, gemm.STREAM_REPLICA_ROWS, 150, 1e-6, [
         ([dict(index=(3, 130))], 1),
         ([dict(index=(7, 66), count=2)], 1),  # columns 66 and 74 of a row: one strided group
@@ -189,7 +194,7 @@ REPLICA_REFERENCES = {
 
 
 @pytest.mark.parametrize("kind", sorted(REPLICA_REFERENCES))
-def test_reference_few_rows_against_a_replica(kind):
+def test_reference_few_rows_against_a_replica(kind, monkeypatch):
     """Up to their replica rows, gemm.linear_thin and gemm.linear_stream (the thin and streaming
     kernels' algorithms there) compare each element with a replica computed the same way (the thin
     kernel one check per column of y, the streaming one per row and group of 8 strided columns):
@@ -197,6 +202,7 @@ def test_reference_few_rows_against_a_replica(kind):
     stage, or two in one check, are detected once per check and corrected to the fault-free value;
     "detect" corrects nothing; NaN in x is counted as a non-finite input and raises no alarm."""
     ref, rows, n, rtol, cases = REPLICA_REFERENCES[kind]
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", n)
     name = f"cpu-rep-{kind}"
     kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name=name, site_id=site(name))
     g = torch.Generator().manual_seed(5)
@@ -218,6 +224,26 @@ def test_reference_few_rows_against_a_replica(kind):
     x[2, 5] = float("nan")
     y, out = ref(x, w, b, policy="correct", **kw)
     assert int(out.detected) == 0 and int(out.nonfinite_inputs) == 1 and y[2].isnan().all()
+
+
+def test_thin_replica_rule(monkeypatch):
+    """gemm.thin_replica: replicas up to THIN_REPLICA_ROWS rows at any width, up to
+    THIN_REPLICA_WIDE_ROWS where W has at most THIN_REPLICA_WIDE_MAX_N rows; the launcher's protect
+    mode (cuda_gemm.thin_protect) and linear_thin follow it: past the limit two faults in one column
+    of y are one uncorrectable check (the checksum rows), within it both are corrected."""
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 3072)
+    assert gemm.thin_replica(32, 14336) and gemm.thin_replica(64, 3072) and gemm.thin_replica(40, 768)
+    assert not gemm.thin_replica(64, 3073) and not gemm.thin_replica(65, 768)
+    assert [cuda_gemm.thin_protect(*a) for a in ((64, 768, True), (64, 4096, True), (20, 4096, True),
+                                                 (64, 768, False))] == [2, 1, 2, 0]
+    kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name="cpu-thin-rule", site_id=site("cpu-thin-rule"))
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(48, 128, generator=g)
+    for n, outcome in ((3072, (1, 1, 0)), (3080, (1, 0, 1))):
+        w = torch.randn(n, 128, generator=g) * 0.1
+        with inject(*[FaultSpec(site="cpu-thin-rule", stage="output", index=(r, 30), value=5.0) for r in (7, 9)]):
+            _, out = gemm.linear_thin(x, w, None, policy="correct", **kw)
+        assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == outcome, n
 
 
 def test_stream_reference_past_its_replica_rows_is_linear_thread():
@@ -948,6 +974,37 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
         y = cuda_gemm.run("linear_thread", x, w, None, s, split=1, kernel="thin")
         assert not torch.isfinite(y[1]).any() and torch.isfinite(y[0]).all()
         assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_thin_kernel_wide_replica_per_call(dtype, monkeypatch):
+    """At 33-64 rows the thin kernel checks a call against its crossed replica where
+    gemm.thin_replica asks (protect mode 2), and with checksum rows where it does not, in one
+    library: rows 33-64, K tails, K splits 1-4, batched weights, within the 2x rule, no false alarm,
+    faults corrected bit for bit; past the width limit two faults in one column of y are one
+    uncorrectable check, within it both are corrected."""
+    if not cuda_gemm._thin_replica_checked(cuda_gemm.lib(), 64, 2):
+        pytest.skip("a library without replicas at 64 rows of padding (thin_gemm.cu FTG_THIN_REPLICA_NX)")
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 2048)
+    # thin_config's cached answers follow the rule: none from before, none kept after
+    cuda_gemm.thin_config.cache_clear()
+    monkeypatch.setattr(cuda_gemm, "thin_config", cuda_gemm.thin_config.__wrapped__)
+    name = f"cu-thin-wide-{dtype}"
+    s = ftcompile.telemetry.site(site(name))
+    faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin"), [
+        (1, 40, 1000, 520, 1, True), (1, 64, 2048, 1032, 4, True), (1, 33, 2048, 4096, 2, False),
+        (3, 64, 300, 256, 1, False), (1, 57, 300, 1024, 3, True), (1, 48, 768, 768, 1, False)])
+    assert _stats(name)["corrected"] == faults and _stats(name)["uncorrectable"] == 0
+    x = _rand(48, 512, dtype=dtype)
+    for n, outcome in ((2048, (1, 1, 0)), (2176, (1, 0, 1))):  # the rule's limit, then one tile past it
+        w = _rand(n, 512, dtype=dtype, scale=512 ** -0.5)
+        before = {f: _stats(name)[f] for f in ("detected", "corrected", "uncorrectable")}
+        clean = cuda_gemm.run("linear_thread", x, w, None, s, kernel="thin")
+        with inject(*[FaultSpec(site=name, stage="output", index=(r, 7), value=4.0) for r in (3, 40)]):
+            y = cuda_gemm.run("linear_thread", x, w, None, s, kernel="thin")
+        assert tuple(_stats(name)[f] - before[f] for f in before) == outcome, n
+        assert torch.equal(y, clean) == (outcome[1] == 1), n
 
 
 @needs_hopper

@@ -51,9 +51,11 @@
 #ifndef FTG_THIN_REPLICA
 #define FTG_THIN_REPLICA 1
 #endif
-// The widest padding of x's rows (32, 64) checked against replicas. For the A/B: 64 takes the crossed
-// replica at 33-64 rows too (twice the tensor work of x's rows, against the checksum rows' 1 / 8
-// more and the pass).
+// The widest padding of x's rows (32, 64) that can be checked against replicas: at 32 every
+// protected call is; at 64 those the host asks for (protect = 2, gemm.thin_replica: the crossed
+// replica, twice the tensor work of x's rows against the checksum rows' 1 / 8 more and the pass;
+// runs 75f-g). 32 until the CUDA tests have run on the host's per-call choice; -DFTG_THIN_REPLICA_NX=64
+// builds it (its kernels are those run 75f's probe passed, SASS for SASS).
 #ifndef FTG_THIN_REPLICA_NX
 #define FTG_THIN_REPLICA_NX 32
 #endif
@@ -106,19 +108,24 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 #endif
 }
 
-// x padded to 32 rows (FTG_THIN_REPLICA_NX): every protected call is checked against a replica of x
-// (no checksum rows, no pass; see the top of the file).
-__host__ __device__ constexpr bool replica_checked(int nx) { return FTG_THIN_REPLICA && nx <= FTG_THIN_REPLICA_NX; }
+// Whether calls with x padded to nx rows can be checked against a replica of x (no checksum rows, no
+// pass; see the top of the file).
+__host__ __device__ constexpr bool replica_capable(int nx) { return FTG_THIN_REPLICA && nx <= FTG_THIN_REPLICA_NX; }
+// Whether a call is: `protect` 0 off, 1 on (replicas at 32 rows of padding, else checksum rows), 2 on
+// with replicas wherever the padding allows (the host's per-call choice at 64).
+__host__ __device__ constexpr bool replica_of(int nx, int protect) {
+  return protect != 0 && replica_capable(nx) && (nx == 32 || protect == 2);
+}
 // The replica loaded NX / 2 rows after x's in the B tile (x's box fits half of it), the wgmma then
 // N = NX; otherwise the crossed replica of the second accumulator set (`acc2`, see the kernel).
 // -DFTG_THIN_REP_LOAD=0: the crossed replica at every row count, for the A/B (run 75a: 0.8-1.2 us
 // slower at 12-16 rows).
 __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
-  return replica_checked(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
+  return replica_capable(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
 }
 
-template <int NX, bool PROT> struct Cfg {
-  static constexpr bool REP = PROT && replica_checked(NX);  // replica checks, not checksum rows
+template <int NX, bool PROT, bool REPL> struct Cfg {
+  static constexpr bool REP = PROT && REPL;  // replica checks, not checksum rows
   // wgmma N: x's rows (+ 8 checksum rows; a replica lies in x's NX rows or in acc2, so a stage
   // replica-checked is the unprotected kernel's size and its ring as deep)
   static constexpr int NC = NX + (PROT && !REP ? 8 : 0);
@@ -148,8 +155,8 @@ struct Ctrl {
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
 __host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
-template <int NX, bool PROT> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
-  using C = Cfg<NX, PROT>;
+template <int NX, bool PROT, bool REPL> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
+  using C = Cfg<NX, PROT, REPL>;
   const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
@@ -330,9 +337,9 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // fails its check (the kernel then takes the partial-tile path, which checks again, counts and
 // corrects). `nonfin`: set where both copies of a
 // value are non-finite (replica checks: the inputs' report).
-template <typename T, int NX, bool PROT, bool INJ>
-__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT>::NC / 2],
-                                                       const float (&acc2)[Cfg<NX, PROT>::REP ? NX / 2 : 1],
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
+__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT, REPL>::NC / 2],
+                                                       const float (&acc2)[Cfg<NX, PROT, REPL>::REP ? NX / 2 : 1],
                                                        const Ctrl& sm, const Args& args, int tile, int b, int nl0,
                                                        int lane, bool invalid, const float (&bst)[3], bool dup,
                                                        bool& nonfin) {
@@ -368,7 +375,7 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
       }
     }
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-      if constexpr (Cfg<NX, PROT>::REP) {
+      if constexpr (Cfg<NX, PROT, REPL>::REP) {
         auto compare = [&](float a, float r) {
           flag |= !same(a, r);
           nonfin |= !isfinite(a) && !isfinite(r);
@@ -403,11 +410,11 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-template <typename T, int NX, bool PROT, bool INJ>
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                      const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
-  using C = Cfg<NX, PROT>;
+  using C = Cfg<NX, PROT, REPL>;
   constexpr int NC = C::NC, NQ = C::NQ;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
@@ -424,7 +431,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
   // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the crossed replica of
   // acc2; a value's replica then sits `roff` columns on in the partial tile.
-  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;
+  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;  // (a constant at NX = 64)
   const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
 
   phase_stamps::SlotStamper stamp;
@@ -596,7 +603,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
       if (warp >= 4)
-        flag = epilogue_from_registers<T, NX, PROT, INJ>(acc, acc2, sm, args, tile, b,
+        flag = epilogue_from_registers<T, NX, PROT, INJ, REPL>(acc, acc2, sm, args, tile, b,
                                                          (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
                                                          invalid, bst, dup, nonfin);
       if constexpr (PROT) {
@@ -821,31 +828,46 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
 }
 
-template <typename T, int NX, bool PROT, bool INJ>
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ>;
-  const size_t smem = smem_bytes<NX, PROT>(a->stages, a->split);
+  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ, REPL>;
+  const size_t smem = smem_bytes<NX, PROT, REPL>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
   const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
-  const bool pass = PROT && !Cfg<NX, PROT>::REP && !(FTG_THIN_ABLATE & 2);
+  const bool pass = PROT && !Cfg<NX, PROT, REPL>::REP && !(FTG_THIN_ABLATE & 2);
   if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
   return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
 }
+// f(PROT, REPL) as std::bool_constant for the kernel variant a call with x padded to NX rows and
+// `protect` (see replica_of) runs: at NX = 32 no checksum-row variant where replicas can run, at 128
+// no replica variant.
+template <int NX, typename F>
+auto with_variant(int protect, F f) {
+  using std::false_type, std::true_type;
+  if (!protect) return f(false_type{}, false_type{});
+  if constexpr (NX == 32 && replica_capable(NX)) return f(true_type{}, true_type{});
+  else if constexpr (replica_capable(NX))
+    return replica_of(NX, protect) ? f(true_type{}, true_type{}) : f(true_type{}, false_type{});
+  else return f(true_type{}, false_type{});
+}
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
-template <int NX, bool PROT>
+template <int NX, bool PROT, bool REPL>
 int max_clusters(int stages, int split) {
-  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false>;
-  const size_t smem = smem_bytes<NX, PROT>(stages, split);
+  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false, REPL>;
+  const size_t smem = smem_bytes<NX, PROT, REPL>(stages, split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
   return sm90::max_active_clusters(kern, THREADS, smem, split);
 }
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  if (!a->protect) return launch<T, NX, false, false>(a, tw, tx, tc);
-  return a->n_inj ? launch<T, NX, true, true>(a, tw, tx, tc) : launch<T, NX, true, false>(a, tw, tx, tc);
+  return with_variant<NX>(a->protect, [&](auto prot, auto repl) {
+    constexpr bool P = decltype(prot)::value, R = decltype(repl)::value;
+    if constexpr (!P) return launch<T, NX, false, false, false>(a, tw, tx, tc);
+    else return a->n_inj ? launch<T, NX, true, true, R>(a, tw, tx, tc) : launch<T, NX, true, false, R>(a, tw, tx, tc);
+  });
 }
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
@@ -858,20 +880,21 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const 
 }  // namespace ftg
 
 // Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1-4);
-// stages: ring depth; protected calls need ws (8 bytes, zero) and, unless replica-checked
+// stages: ring depth; protect: 0, 1 or 2 (replicas where the padding allows: thin::replica_of);
+// protected calls need ws (8 bytes, zero) and, unless replica-checked
 // (ft_gemm_thin_replica_checked), wrow, xsum ([batch, 8, K]) and xstat.
 extern "C" int ft_gemm_thin(const ftg::Args* a) {
   using namespace ftg;
   const int nx = a->mtile;
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
-      a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES ||
-      (a->protect && !thin::replica_checked(nx) && (!a->wrow || !a->xsum || !a->xstat)))
+      a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES || a->protect < 0 ||
+      a->protect > 2 || (a->protect && !thin::replica_of(nx, a->protect) && (!a->wrow || !a->xsum || !a->xstat)))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
       !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
-  if (a->protect && !thin::replica_checked(nx)) {  // the pass's checksum rows (a replica of x: tx)
+  if (a->protect && !thin::replica_of(nx, a->protect)) {  // the pass's checksum rows (a replica of x: tx)
     if (!make_tmap(&tc, a->xsum, a->batch, 8, a->K, a->K, 8 * a->K, 8)) return FTG_ERR_TMAP;
   } else {
     tc = tx;
@@ -879,16 +902,21 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   return a->dtype == 0 ? thin::dispatch<__nv_bfloat16>(a, tw, tx, tc) : thin::dispatch<__half>(a, tw, tx, tc);
 }
 
-// Whether this build checks protected calls with x padded to nx rows against replicas (then the
-// host passes no x-side buffer and no W row statistics).
-extern "C" int ft_gemm_thin_replica_checked(int nx) { return ftg::thin::replica_checked(nx) ? 1 : 0; }
+// Whether this build checks a call with x padded to nx rows and `protect` (Args) against replicas
+// (then the host passes no x-side buffer and no W row statistics).
+extern "C" int ft_gemm_thin_replica_checked(int nx, int protect) { return ftg::thin::replica_of(nx, protect) ? 1 : 0; }
 
-// Shared memory of a thin-kernel launch (the host's choice of ring depth).
+// Shared memory of a thin-kernel launch (the host's choice of ring depth); protect as in Args.
 extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
-  if (nx == 32) return protect ? smem_bytes<32, true>(stages, split) : smem_bytes<32, false>(stages, split);
-  if (nx == 64) return protect ? smem_bytes<64, true>(stages, split) : smem_bytes<64, false>(stages, split);
-  return protect ? smem_bytes<128, true>(stages, split) : smem_bytes<128, false>(stages, split);
+  auto smem = [&](auto nxc) -> long long {
+    return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) -> long long {
+      return (long long)smem_bytes<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
+    });
+  };
+  if (nx == 32) return smem(std::integral_constant<int, 32>{});
+  if (nx == 64) return smem(std::integral_constant<int, 64>{});
+  return smem(std::integral_constant<int, 128>{});
 }
 
 // Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice
@@ -896,9 +924,14 @@ extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int spli
 extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
   if (split < 1 || split > 4 || stages < 2 || stages > MAX_STAGES) return -1;
-  if (nx == 32) return protect ? max_clusters<32, true>(stages, split) : max_clusters<32, false>(stages, split);
-  if (nx == 64) return protect ? max_clusters<64, true>(stages, split) : max_clusters<64, false>(stages, split);
-  return protect ? max_clusters<128, true>(stages, split) : max_clusters<128, false>(stages, split);
+  auto clusters = [&](auto nxc) {
+    return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) {
+      return max_clusters<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
+    });
+  };
+  if (nx == 32) return clusters(std::integral_constant<int, 32>{});
+  if (nx == 64) return clusters(std::integral_constant<int, 64>{});
+  return clusters(std::integral_constant<int, 128>{});
 }
 
 #ifdef PHASE_STAMPS

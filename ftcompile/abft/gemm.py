@@ -438,6 +438,17 @@ def linear_thread(x, weight, bias, *, site_name: str, site_id: int, policy: str,
 # Up to this many rows of x (padded to 32) the thin kernel checks each element against a replica,
 # not checksum rows (thin_gemm.cu).
 THIN_REPLICA_ROWS = 32
+# At up to THIN_REPLICA_WIDE_ROWS rows (x padded to 64) it does so too where W has at most this many
+# rows: with few 128-row tiles the x-side pass and the column checks are most of the protection's
+# cost, and the replica's doubled tensor work is cheaper (run 75g: -3..-25 % protected at N <= 3072,
+# +1..+6 % at 32-86 tiles of K >= 1024). 0: off until the CUDA tests have run on it.
+THIN_REPLICA_WIDE_ROWS = 64
+THIN_REPLICA_WIDE_MAX_N = 0
+
+
+def thin_replica(m: int, n: int) -> bool:
+    """Whether the thin kernel checks a call of m rows of x and n rows of W against replicas."""
+    return m <= THIN_REPLICA_ROWS or (m <= THIN_REPLICA_WIDE_ROWS and n <= THIN_REPLICA_WIDE_MAX_N)
 
 
 def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
@@ -448,15 +459,16 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     sum_m (m+1) x[m]), with the V-ABFT threshold of M terms whose rows are W's (mean and extrema
     variance over K) and whose B statistics are x's per k over its rows; a single fault is
     located by the weighted checksum and recomputed, then the column rechecked. Inputs holding
-    NaN/Inf skip the checks of their weight batch (counted once). Up to THIN_REPLICA_ROWS rows,
-    each element against its replica instead (:func:`_replica_checks`; one check per column of y)."""
+    NaN/Inf skip the checks of their weight batch (counted once). Where :func:`thin_replica` says
+    so, each element against its replica instead (:func:`_replica_checks`; one check per column of
+    y)."""
     x3, w3, row_finite = _prepare(x, weight)
     wb, n, k = w3.shape
     m = x3.shape[1]
     xf, wf = x3.float(), w3.float()
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
-    if m <= THIN_REPLICA_ROWS:
+    if thin_replica(m, n):
         tiled = any(inj.spec.stage == "accumulator" for inj in injections)
         replica = _accumulate(xf, wf, bias, [], site_name, spread=1, k_tiled=tiled)
         _, w_finite = weight_stats(weight, cache=static_weight)

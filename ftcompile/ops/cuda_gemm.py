@@ -32,9 +32,10 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
     the reference's ``tile_width`` (two faults in one row but different tiles are both corrected).
   * thread, thin kernel: one-sided on x, as :func:`ftcompile.abft.gemm.linear_thin` (each column
     of y checked over the call's rows) instead of the strided groups of the other two kernels;
-    a fault spec with count > 1 puts its faults in one row, so in separate checks there. Up to
-    ``gemm.THIN_REPLICA_ROWS`` rows each element is checked against a replica instead (any
-    number of faults in a column corrected; no V-ABFT threshold: the copies agree bit for bit).
+    a fault spec with count > 1 puts its faults in one row, so in separate checks there. Where
+    :func:`ftcompile.abft.gemm.thin_replica` says so (up to ``gemm.THIN_REPLICA_ROWS`` rows) each
+    element is checked against a replica instead (any number of faults in a column corrected; no
+    V-ABFT threshold: the copies agree bit for bit).
   * thread, streaming kernel, up to ``gemm.STREAM_REPLICA_ROWS`` rows: each element against a
     replica (x's rows again in rows 8-15 of the m16 block), as :func:`ftcompile.abft.gemm.linear_stream`:
     the strided groups, but any number of faults in a group corrected, no V-ABFT threshold.
@@ -197,6 +198,7 @@ def lib():
                 handle.ft_gemm_thin_smem.restype = ctypes.c_longlong
                 handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_thin_max_clusters.argtypes = [ctypes.c_int] * 4
+                handle.ft_gemm_thin_replica_checked.argtypes = [ctypes.c_int] * 2
                 handle.ft_gemm_stream_max_clusters.argtypes = [ctypes.c_int] * 3
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
                 handle.ft_gemm_global_ws_extrema_offset.argtypes = [ctypes.c_longlong]
@@ -646,6 +648,13 @@ def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect
     return t
 
 
+def thin_protect(m: int, n: int, protect: bool) -> int:
+    """Args.protect of a thin-kernel call: 0 off, 1 on, 2 on with replicas where x's padding allows
+    them (gemm.thin_replica: at 33-64 rows only in a library built with FTG_THIN_REPLICA_NX=64,
+    thin_gemm.cu's replica_of)."""
+    return 0 if not protect else 2 if gemm.thin_replica(m, n) else 1
+
+
 @functools.lru_cache(maxsize=4096)
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None,
@@ -663,13 +672,14 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
         raise ValueError(f"ftcompile: the thin kernel pads x's {m} rows to one of {THIN_ROWS}, not {nx}")
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
+    mode = thin_protect(m, n, protect)
     if split is None:
         if clusters is None:
-            clusters = tuple(thin_clusters(nx, protect, s, num_sms, device) for s in range(1, 5))
+            clusters = tuple(thin_clusters(nx, mode, s, num_sms, device) for s in range(1, 5))
         split = min((s for s in range(1, 5) if s == 1 or nk // s >= THIN_MIN_KSTEPS),
                     key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), protect), s))
     if stages is None:
-        stages = _thin_stages(nx, protect, split)
+        stages = _thin_stages(nx, mode, split)
     return nx, split, stages
 
 
@@ -679,8 +689,9 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
 THIN_MAX_STAGES = 12
 
 
-def _thin_stages(nx: int, protect: bool, split: int) -> int:
-    """The thin kernel's deepest ring (<= THIN_MAX_STAGES) that fits shared memory at this split."""
+def _thin_stages(nx: int, protect: int, split: int) -> int:
+    """The thin kernel's deepest ring (<= THIN_MAX_STAGES) that fits shared memory at this split
+    (protect: Args.protect, `thin_protect`)."""
     stages = THIN_MAX_STAGES
     while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
         stages -= 1
@@ -688,20 +699,22 @@ def _thin_stages(nx: int, protect: bool, split: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def thin_clusters(nx: int, protect: bool, split: int, num_sms: int, device: int = 0) -> int:
-    """Clusters of `split` thin-kernel CTAs CUDA device `device` holds at once (at most one CTA per
-    SM): clusters do not span GPCs, so on an H200 4-CTA clusters fill fewer SMs than 132 / 4 would
-    suggest. Asked of the CUDA runtime; num_sms // split if it cannot answer."""
+def thin_clusters(nx: int, protect: int, split: int, num_sms: int, device: int = 0) -> int:
+    """Clusters of `split` thin-kernel CTAs (protect: Args.protect) CUDA device `device` holds at
+    once (at most one CTA per SM): clusters do not span GPCs, so on an H200 4-CTA clusters fill
+    fewer SMs than 132 / 4 would suggest. Asked of the CUDA runtime; num_sms // split if it cannot
+    answer."""
     with torch.cuda.device(device):
         n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split)
     return min(n, num_sms // split) if n > 0 else num_sms // split
 
 
 @functools.lru_cache(maxsize=16)
-def _thin_replica_checked(handle, nx: int) -> bool:
-    """Whether library `handle` checks protected thin calls with x padded to nx rows against
-    replicas (then it takes no x-side buffer and no W row statistics); asked once, not per call."""
-    return bool(handle.ft_gemm_thin_replica_checked(nx))
+def _thin_replica_checked(handle, nx: int, protect: int) -> bool:
+    """Whether library `handle` checks thin calls with x padded to nx rows and Args.protect
+    `protect` against replicas (then it takes no x-side buffer and no W row statistics); asked
+    once, not per call."""
+    return bool(handle.ft_gemm_thin_replica_checked(nx, protect))
 
 
 def _thin_row_stats(w3: torch.Tensor, cache: bool = True) -> torch.Tensor:
@@ -916,7 +929,7 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     k = (k + 7) // 8 * 8  # the launcher's K (x and W padded to 16-byte rows)
     if scheme == "thread":
         kind = thread_kernel(m, n, k, wb, num_sms)
-        replica = m <= {"stream": gemm.STREAM_REPLICA_ROWS, "thin": gemm.THIN_REPLICA_ROWS}.get(kind, 0)
+        replica = gemm.thin_replica(m, n) if kind == "thin" else kind == "stream" and m <= gemm.STREAM_REPLICA_ROWS
         return f"kernel: {THREAD_KERNEL_NAMES[kind]}" + (", each element checked against a replica" if replica else "")
     check, bn, split, split_from = global_plan(m, n, k, wb, num_sms, allowed, cluster=GLOBAL_CLUSTER)
     if split_from:
@@ -1050,8 +1063,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
         a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
         a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
                                                  device=dev.index or 0, nx=mtile)
+        a.protect = thin_protect(m, n, protect)
         chains = a.split
-        if protect and not _thin_replica_checked(lib(), a.mtile):  # (replicas need neither)
+        if protect and not _thin_replica_checked(lib(), a.mtile, a.protect):  # (replicas need neither)
             rows = _thin_row_stats(w3, site.static_weight)
             # One buffer (one allocation per call): checksum rows [wb, 8, k] 16-bit, then the
             # statistics [wb, ceil(k / 64), 4] fp32 at the next 16-byte boundary (the x-side pass's output).
