@@ -335,8 +335,8 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // the loaded one (`dup` false) NX / 2 columns on, in v 4 (NX / 16) registers further; the crossed
 // one in acc2 at the same column (traded between the warpgroups before this). True where a row
 // fails its check (the kernel then takes the partial-tile path, which checks again, counts and
-// corrects). `nonfin`: set where both copies of a
-// value are non-finite (replica checks: the inputs' report).
+// corrects). `nonfin`: set where both copies of a value are non-finite (replica checks: the
+// inputs' report).
 template <typename T, int NX, bool PROT, bool INJ, bool REPL>
 __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT, REPL>::NC / 2],
                                                        const float (&acc2)[Cfg<NX, PROT, REPL>::REP ? NX / 2 : 1],
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
   // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the crossed replica of
   // acc2; a value's replica then sits `roff` columns on in the partial tile.
-  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;  // (a constant at NX = 64)
+  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;
   const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
 
   phase_stamps::SlotStamper stamp;
