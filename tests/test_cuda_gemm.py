@@ -144,10 +144,12 @@ def test_thin_split_follows_the_time_model():
 
 
 @pytest.mark.parametrize("bias", [False, True])
-def test_thin_reference_checks_each_column_over_the_rows(bias):
-    """The thin kernel's algorithm (gemm.linear_thin) on the CPU: clean inputs of several
-    distributions pass; one fault is located in its column and recomputed; two in one column are
-    uncorrectable, and "recompute" repairs them."""
+def test_thin_reference_checks_each_column_over_the_rows(bias, monkeypatch):
+    """The thin kernel's algorithm (gemm.linear_thin) on the CPU, with the checksum rows (40 rows;
+    gemm.thin_replica's width limit set to 0): clean inputs of several distributions pass; one
+    fault is located in its column and recomputed; two in one column are uncorrectable, and
+    "recompute" repairs them."""
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 0)
     kw = dict(c_sigma=2.5, e_max_safety=1.0)
     g = torch.Generator().manual_seed(3)
     w = torch.randn(72, 96, generator=g) * 0.1
@@ -542,11 +544,13 @@ def test_every_random_single_fault_is_corrected(scheme):
 
 @needs_hopper
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme):
+def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme, monkeypatch):
     name, rname = f"cu-multi-{scheme}", f"cu-multi-re-{scheme}"
     sid, rid = site(name), site(rname, policy="recompute")
     # The thin kernel checks a column of y over the call's rows: its two faults share a column
-    # (of more than 32 rows: up to 32, each element has a replica and both are corrected).
+    # of more than 32 rows, with the checksum rows (where gemm.thin_replica takes a replica, both
+    # are corrected: the test sets its width limit to 0).
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 0)
     x = _rand(40 if scheme == "thin" else 16, 128, dtype=torch.bfloat16)
     w = _rand(128, 128, dtype=torch.bfloat16)
     clean = OPS[scheme](x, w, None, sid)
@@ -567,9 +571,11 @@ def test_two_faults_in_one_check_are_uncorrectable_and_recompute_repairs(scheme)
 @needs_hopper
 @pytest.mark.parametrize("rows", [40, 12, 24], ids=["checksum-rows", "loaded-replica", "crossed-replica"])
 @pytest.mark.parametrize("stage", ["accumulator", "output"])
-def test_thin_kernel_corrects_as_its_cpu_reference(stage, rows):
+def test_thin_kernel_corrects_as_its_cpu_reference(stage, rows, monkeypatch):
     """The thin kernel and gemm.linear_thin on the same inputs and fault: the same outcome, and both
-    outputs equal their fault-free runs."""
+    outputs equal their fault-free runs (40 rows: the checksum rows, gemm.thin_replica's width
+    limit set to 0)."""
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 0)
     name = f"cu-thin-ref-{stage}-{rows}"
     sid = site(name)
     x, w, b = _rand(rows, 256, dtype=torch.bfloat16), _rand(300, 256, dtype=torch.bfloat16, scale=0.1), \
@@ -873,15 +879,17 @@ def test_thin_kernel_every_cluster_split(dtype):
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_decode_rows_checked_in_registers(dtype):
+def test_thin_kernel_decode_rows_checked_in_registers(dtype, monkeypatch):
     """At split 1 with x padded to 32 or 64 rows each thread of the thin kernel adds the bias,
-    checks its rows of D with quad shuffles (up to 32 rows: each value against its replica) and
+    checks its rows of D with quad shuffles (up to 32 rows: each value against its replica; 33-64
+    with the checksum rows: gemm.thin_replica's width limit set to 0) and
     stores y from its registers; a failed check sends
     the CTA through the partial tile, which counts and corrects (as every call padded to 128 rows
     does). Row counts at every padding of x (32, 64, 128; with and without bias, N tails): within
     the 2x rule protected and not, no false alarm, and faults at the first and last live row of x,
     in the first and last tile, corrected; two faults in one column of 40 rows reported
     uncorrectable."""
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 0)
     name = f"cu-thin-regs-{dtype}"
     sid = site(name)
     s = ftcompile.telemetry.site(sid)
@@ -987,9 +995,6 @@ def test_thin_kernel_wide_replica_per_call(dtype, monkeypatch):
     if not cuda_gemm._thin_replica_checked(cuda_gemm.lib(), 64, 2):
         pytest.skip("a library without replicas at 64 rows of padding (thin_gemm.cu FTG_THIN_REPLICA_NX)")
     monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 2048)
-    # thin_config's cached answers follow the rule: none from before, none kept after
-    cuda_gemm.thin_config.cache_clear()
-    monkeypatch.setattr(cuda_gemm, "thin_config", cuda_gemm.thin_config.__wrapped__)
     name = f"cu-thin-wide-{dtype}"
     s = ftcompile.telemetry.site(site(name))
     faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin"), [

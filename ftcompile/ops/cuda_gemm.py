@@ -655,7 +655,6 @@ def thin_protect(m: int, n: int, protect: bool) -> int:
     return 0 if not protect else 2 if gemm.thin_replica(m, n) else 1
 
 
-@functools.lru_cache(maxsize=4096)
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None,
                 clusters: Optional[Tuple[int, ...]] = None, device: int = 0,
@@ -666,18 +665,25 @@ def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = T
     keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (`_thin_stages`) that fits shared memory.
     A wave holds clusters[split - 1] clusters (default: as many as CUDA device `device` holds,
     `thin_clusters`)."""
+    # (cached per protect mode: the replica's stage is smaller than the checksum rows')
+    return _thin_config(m, n, k, wb, num_sms, thin_protect(m, n, protect), split, stages, clusters, device, nx)
+
+
+@functools.lru_cache(maxsize=4096)
+def _thin_config(m: int, n: int, k: int, wb: int, num_sms: int, mode: int, split: Optional[int],
+                 stages: Optional[int], clusters: Optional[Tuple[int, ...]], device: int,
+                 nx: Optional[int]) -> Tuple[int, int, int]:
     if nx is None:
         nx = next(r for r in THIN_ROWS if m <= r)
     elif nx not in THIN_ROWS or nx < m:
         raise ValueError(f"ftcompile: the thin kernel pads x's {m} rows to one of {THIN_ROWS}, not {nx}")
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
-    mode = thin_protect(m, n, protect)
     if split is None:
         if clusters is None:
             clusters = tuple(thin_clusters(nx, mode, s, num_sms, device) for s in range(1, 5))
         split = min((s for s in range(1, 5) if s == 1 or nk // s >= THIN_MIN_KSTEPS),
-                    key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), protect), s))
+                    key=lambda s: (thin_time_us(nx, k, tiles, s, max(1, clusters[s - 1]), mode > 0), s))
     if stages is None:
         stages = _thin_stages(nx, mode, split)
     return nx, split, stages
