@@ -121,7 +121,7 @@ __host__ __device__ constexpr bool replica_of(int nx, int protect) {
 // -DFTG_THIN_REP_LOAD=0: the crossed replica at every row count, for the A/B (run 75a: 0.8-1.2 us
 // slower at 12-16 rows).
 __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
-  return replica_capable(nx) && FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
+  return FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
 }
 
 template <int NX, bool PROT, bool REPL> struct Cfg {

@@ -1067,9 +1067,9 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     a.pdl = int(PDL if pdl is None else pdl) if stream or thin or not thread else 0  # the ring kernel: plain
     if thin:
         a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
-        a.mtile, a.split, a.stages = thin_config(m, n, k, wb, a.num_sms, protect, split, stages,
-                                                 device=dev.index or 0, nx=mtile)
-        a.protect = thin_protect(m, n, protect)
+        a.protect = thin_protect(m, n, protect)  # (thin_config's own, once)
+        a.mtile, a.split, a.stages = _thin_config(m, n, k, wb, a.num_sms, a.protect, split, stages, None,
+                                                  dev.index or 0, mtile)
         chains = a.split
         if protect and not _thin_replica_checked(lib(), a.mtile, a.protect):  # (replicas need neither)
             rows = _thin_row_stats(w3, site.static_weight)
