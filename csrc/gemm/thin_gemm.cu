@@ -54,10 +54,10 @@
 // The widest padding of x's rows (32, 64) that can be checked against replicas: at 32 every
 // protected call is; at 64 those the host asks for (protect = 2, gemm.thin_replica: the crossed
 // replica, twice the tensor work of x's rows against the checksum rows' 1 / 8 more and the pass;
-// runs 75f-g). 32 until the CUDA tests have run on the host's per-call choice; -DFTG_THIN_REPLICA_NX=64
-// builds it (its kernels are those run 75f's probe passed, SASS for SASS).
+// runs 75f-g, tested on the host's per-call choice in run 76a). -DFTG_THIN_REPLICA_NX=32 builds the
+// library without it (every call at 33-64 rows is then checked against checksum rows).
 #ifndef FTG_THIN_REPLICA_NX
-#define FTG_THIN_REPLICA_NX 32
+#define FTG_THIN_REPLICA_NX 64
 #endif
 #ifndef FTG_THIN_REP_LOAD
 #define FTG_THIN_REP_LOAD 1

@@ -441,9 +441,9 @@ THIN_REPLICA_ROWS = 32
 # At up to THIN_REPLICA_WIDE_ROWS rows (x padded to 64) it does so too where W has at most this many
 # rows: with few 128-row tiles the x-side pass and the column checks are most of the protection's
 # cost, and the replica's doubled tensor work is cheaper (run 75g: -3..-25 % protected at N <= 3072,
-# +1..+6 % at 32-86 tiles of K >= 1024). 0: off until the CUDA tests have run on it.
+# +1..+6 % at 32-86 tiles of K >= 1024).
 THIN_REPLICA_WIDE_ROWS = 64
-THIN_REPLICA_WIDE_MAX_N = 0
+THIN_REPLICA_WIDE_MAX_N = 3072
 
 
 def thin_replica(m: int, n: int) -> bool:
