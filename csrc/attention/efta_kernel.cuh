@@ -739,6 +739,10 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
 // the rescale of O would leave it bit for bit as it is, so it is skipped (a warp-uniform branch;
 // with the lazy max, kLazyLog2, a row's reference rarely moves after its first tile). The mma.sync kernel keeps the multiplies: the
 // branch cost it 36 B more spills and ~2 % (NOTES_attention.md B16).
+// (A/B of run 76d: 1 computes alpha and l * alpha + sum in every tile, as with the exact max.)
+#ifndef EFTA_LAZY_ALPHA_ALWAYS
+#define EFTA_LAZY_ALPHA_ALWAYS 0
+#endif
 template <int D, bool kProtect, bool kHooks, int MT, bool kSkipSame = false>
 __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT>& to, const Ctx& cx) {
   const int lane = cx.lane, tq = lane & 3;
@@ -747,7 +751,7 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
   for (int rr = 0; rr < 2 * MT; ++rr) same &= st.m[rr] == to.m_new[rr] && st.m[rr] != -INFINITY;
   const bool rescale = !kSkipSame || !__all_sync(kFull, same);
   float alpha[2 * MT];
-  if (kLazyLog2 == 0 || rescale) {
+  if (kLazyLog2 == 0 || EFTA_LAZY_ALPHA_ALWAYS || rescale) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
       alpha[rr] = st.m[rr] == -INFINITY ? 0.f : ex2((st.m[rr] - to.m_new[rr]) * kLog2e);
