@@ -20,18 +20,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kMaxInj = 16;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr float kLog2e = 1.4426950408889634f;
-// Lazy rescaling: a row's running max (the exponentials' reference) moves only when a tile's max
-// exceeds it by more than 2^kLazyLog2 in P, so P <= 2^kLazyLog2 and most tiles skip the rescale of
-// O (softmax does not depend on the reference; ftcompile.abft.efta.LAZY_LOG2). 0: the exact max.
-// At most 3: the EXP check's product chains (check_tile) keep 2^(63 - 8 kLazyLog2) of headroom.
-#ifndef EFTA_LAZY_LOG2
-#define EFTA_LAZY_LOG2 2
-#endif
-constexpr int kLazyLog2 = EFTA_LAZY_LOG2;
-static_assert(kLazyLog2 >= 0 && kLazyLog2 <= 3, "EFTA_LAZY_LOG2: 0-3");
-constexpr float kLazyNat = kLazyLog2 * 0.6931471805599453f;  // the same margin in scaled scores
-// 2^e as a compile-time float (|e| < 127).
-__host__ __device__ constexpr float pow2(int e) { return e >= 0 ? (e == 0 ? 1.f : 2.f * pow2(e - 1)) : 0.5f * pow2(e + 1); }
 
 // Stages as in ftcompile.abft.injection.ATTENTION_STAGES.
 enum Stage { kScore = 0, kExp = 1, kRowmax = 2, kRowsum = 3, kPV = 4, kRescale = 5, kRowsumMma = 6, kPMma = 7 };

@@ -423,9 +423,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
   for (int rr = 0; rr < 2 * MT; ++rr) {
     float t = fmaxf(lm[rr], __shfl_xor_sync(kFull, lm[rr], 1));
     t = fmaxf(t, __shfl_xor_sync(kFull, t, 2));
-    // (Lazy: the reference stays unless the tile's max passes it by the margin; from -inf it moves.)
-    if constexpr (kLazyLog2 > 0) to.m_new[rr] = t > m_old[rr] + kLazyNat ? t : m_old[rr];
-    else to.m_new[rr] = fmaxf(m_old[rr], t);
+    to.m_new[rr] = fmaxf(m_old[rr], t);
   }
   if constexpr (kProtect) {
     if (hooks)
@@ -485,14 +483,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
 #pragma unroll
       for (int e = 0; e < 4; ++e) to.lsum[2 * mt + (e >> 1)] += s[mt][nt][e];
   if constexpr (kProtect) {
-    // SNVR on the max: no lane's local max above it (by more than the lazy margin), and it is one of
-    // them (or the previous max). Only the lane's bits here, after the exponentials, whose inputs it
-    // does not gate; the quad's verdict is taken where it is read (tile_alarm, the rare paths).
+    // SNVR on the max: no lane's local max above it, and it is one of them (or the previous max).
+    // Only the lane's bits here, after the exponentials, whose inputs it does not gate; the quad's
+    // verdict is taken where it is read (tile_alarm, the rare paths).
     uint32_t bits = kAbl < 2 ? 0u : 16u * ((1u << (2 * MT)) - 1u);
     if constexpr (kAbl < 2) {
 #pragma unroll
       for (int rr = 0; rr < 2 * MT; ++rr) {
-        if (lm[rr] > (kLazyLog2 > 0 ? to.m_new[rr] + kLazyNat : to.m_new[rr])) bits |= 1u << rr;
+        if (lm[rr] > to.m_new[rr]) bits |= 1u << rr;
         if (lm[rr] == to.m_new[rr] || m_old[rr] == to.m_new[rr]) bits |= 16u << rr;
       }
     }
@@ -544,15 +542,12 @@ __device__ __forceinline__ float mul_ftz(float a, float b) {
 // The unified check of GEMM-I + max + EXP for one tile (Algorithm 1, line 13), from the fp32 P left
 // in s by softmax_tile: log2 of the product of each group's 16 P against scale * S^c - 16 m.
 // Unmasked tiles take the product by plain multiplication (1 op per element): two chains of 8 per
-// row, started at 2^(63 - 8 kLazyLog2) (8 P of at most 2^kLazyLog2 then stay below 2^63, and the
-// joined chains below 2^126) and flushed to zero on underflow, so a nonzero result had no subnormal
+// row, started at 2^63 and flushed to zero on underflow, so a nonzero result had no subnormal
 // intermediate and is exact to ~16 roundings; a lane whose products underflowed (sum of the exponent
-// arguments below about -190 + 8 kLazyLog2 per chain) takes the exact path instead. Masked tiles
-// always do.
+// arguments below about -190 per chain) takes the exact path instead. Masked tiles always do.
 template <bool kProtect, bool kMasked, int MT>
 __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
                                            const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
-  constexpr int kStart = 63 - 8 * kLazyLog2;  // log2 of each product chain's start
   if constexpr (kProtect) {
 #pragma unroll
     for (int rr = 0; rr < 2 * MT; ++rr) {
@@ -568,8 +563,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
     } else {
       float pe[2 * MT], po[2 * MT];
 #pragma unroll
-      constexpr float kChain = pow2(kStart);
-      for (int rr = 0; rr < 2 * MT; ++rr) pe[rr] = po[rr] = kChain;
+      for (int rr = 0; rr < 2 * MT; ++rr) pe[rr] = po[rr] = 0x1p63f;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -583,7 +577,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
       bool underflow = false;
 #pragma unroll
       for (int rr = 0; rr < 2 * MT; ++rr) {
-        to.M[rr] = mul_ftz(pe[rr], po[rr]);  // 2^(2 kStart) times the product
+        to.M[rr] = mul_ftz(pe[rr], po[rr]);  // 2^126 times the product
         underflow |= !(to.M[rr] >= 0x1p-126f);  // zero (or NaN: the exact path reports it)
       }
       if constexpr (kAbl == 2) underflow = false;  // measurement: the products alone (below)
@@ -591,7 +585,7 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const flo
         exact_log2_products(s, to, meas);
       } else {
 #pragma unroll
-        for (int rr = 0; rr < 2 * MT; ++rr) meas[rr] = lg2(to.M[rr]) - (float)(2 * kStart);
+        for (int rr = 0; rr < 2 * MT; ++rr) meas[rr] = lg2(to.M[rr]) - 126.f;
       }
     }
 #pragma unroll
@@ -737,12 +731,8 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
 // rescaled; the rowsum and rescale injection hooks of tile cx.t.
 // kSkipSame (the wgmma kernel): where no row of the warp has a new max, every alpha is ex2(0) = 1 and
 // the rescale of O would leave it bit for bit as it is, so it is skipped (a warp-uniform branch;
-// with the lazy max, kLazyLog2, a row's reference rarely moves after its first tile). The mma.sync kernel keeps the multiplies: the
+// after the first tiles a row's max rarely moves). The mma.sync kernel keeps the multiplies: the
 // branch cost it 36 B more spills and ~2 % (NOTES_attention.md B16).
-// (A/B of run 76d: 1 computes alpha and l * alpha + sum in every tile, as with the exact max.)
-#ifndef EFTA_LAZY_ALPHA_ALWAYS
-#define EFTA_LAZY_ALPHA_ALWAYS 0
-#endif
 template <int D, bool kProtect, bool kHooks, int MT, bool kSkipSame = false>
 __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT>& to, const Ctx& cx) {
   const int lane = cx.lane, tq = lane & 3;
@@ -751,18 +741,12 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
   for (int rr = 0; rr < 2 * MT; ++rr) same &= st.m[rr] == to.m_new[rr] && st.m[rr] != -INFINITY;
   const bool rescale = !kSkipSame || !__all_sync(kFull, same);
   float alpha[2 * MT];
-  if (kLazyLog2 == 0 || EFTA_LAZY_ALPHA_ALWAYS || rescale) {
 #pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) {
-      alpha[rr] = st.m[rr] == -INFINITY ? 0.f : ex2((st.m[rr] - to.m_new[rr]) * kLog2e);
-      st.l[rr] = st.l[rr] * alpha[rr] + to.lsum[rr];
-    }
-  } else {  // (the lazy max kept every row's reference: alpha is 1, and l * 1 + sum rounds as l + sum)
-#pragma unroll
-    for (int rr = 0; rr < 2 * MT; ++rr) st.l[rr] += to.lsum[rr];
+  for (int rr = 0; rr < 2 * MT; ++rr) {
+    alpha[rr] = st.m[rr] == -INFINITY ? 0.f : ex2((st.m[rr] - to.m_new[rr]) * kLog2e);
+    st.l[rr] = st.l[rr] * alpha[rr] + to.lsum[rr];
+    st.m[rr] = to.m_new[rr];
   }
-#pragma unroll
-  for (int rr = 0; rr < 2 * MT; ++rr) st.m[rr] = to.m_new[rr];
   if constexpr (kProtect && kHooks) {
     for_recs(cx, kRowsum, [&](int r, const InjRec& rec) {
         // l is spread over the quad until the end: corrupt the row's total, keep it in lane 0 of the quad.
@@ -911,13 +895,11 @@ __device__ __forceinline__ void finish_block(State<D, MT>& st, const Params& p, 
         bump(p.counters, kDetected);  // a copy outvoted: the median is the row sum the checks use
         if (fix) bump(p.counters, kCorrected);
       }
-      // (Each P is at most 2^kLazyLog2: the lazy max may sit that far below the row's.)
-      const float upper = (p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk) * pow2(kLazyLog2);
+      const float upper = p.causal ? (float)min(row + 1, p.Sk) : (float)p.Sk;
       const float tol_r = 0x1p-12f;
-      // l >= 1: the row's max contributes exp(0) = 1, or more above a lazy reference (the paper's
-      // bound, sum_k exp(m_k - m) over the tiles' maxima, is tighter but cost an exponential per row
-      // and tile; what it adds beyond the agreement with the MMA-path sum is a fault in both sums,
-      // i.e. in P, which the tile checks see).
+      // l >= 1: the row's max contributes exp(0) = 1 (the paper's bound, sum_k exp(m_k - m) over the
+      // tiles' maxima, is tighter but cost an exponential per row and tile; what it adds beyond the
+      // agreement with the MMA-path sum is a fault in both sums, i.e. in P, which the tile checks see).
       const bool l_ok = st.l[rr] >= 1.f - tol_r && st.l[rr] <= upper * (1.f + tol_r) &&
                         fabsf(st.l[rr] - lm) <= p.tol_agree * lm;
       if (kDbg && p.dbg != nullptr && has_key[rr] && !row_nf[rr] && row < p.Sq)

@@ -4,15 +4,13 @@ Tiled online softmax over key tiles of BC keys, all query rows at once, fp32 thr
 
   GEMM-I   S = Q K_j^T with strided tensor checksums of K_j (lane g sums keys g, g+8, ...):
            S^c1, S^c2 = Q (K_j^c1)^T, Q (K_j^c2)^T ride along as 2 x 8 extra columns.
-  max      m_new = rowmax(S_t) where it passes m_old by more than LAZY_LOG2 (in log2 units),
-           else m_old (a lazy reference: softmax does not depend on it, and O is rescaled only
-           where it moves), S_t = scale * S + mask.
-  EXP      P = exp(S_t - m_new), at most 2^LAZY_LOG2.
+  max      m_new = max(m_old, rowmax(S_t)), S_t = scale * S + mask.
+  EXP      P = exp(S_t - m_new).
   check 1  (unified, once per tile, Algorithm 1 line 13) - the GEMM-I residual of every strided
            group against its V-ABFT threshold; the product of each group's P against the exp of
            its argument (compared in the log domain: sum log P = sum (S_t - m), which does not
-           underflow like the raw product); the selective range restrictions of SNVR: m_new
-           consistent (a rowmax fault), dead elements (masked or exp < e^-80) hold ~0.
+           underflow like the raw product); the selective range restrictions of SNVR: P <= 1 and
+           m_new consistent (a rowmax fault), dead elements (masked or exp < e^-80) hold ~0.
            Correction: a score fault is located with S^c2/S^c1 and the element recomputed (one
            dot product), then the row's max and exp are recomputed; an exp fault is recomputed.
   GEMM-II  O = diag(alpha) O + P V_j and the same update of the output checksums
@@ -20,8 +18,8 @@ Tiled online softmax over key tiles of BC keys, all query rows at once, fp32 thr
            columns (P 1) that duplicate the row sum on the MMA path; their median is that row sum
            (one copy hit by a fault is outvoted: counted, and it never reaches the output).
   rowsum   l = alpha l + rowsum(P).
-  check 2  (once, at the end, Algorithm 1 lines 22-29) - l must lie in [1, n_keys 2^LAZY_LOG2]
-           (SNVR: the max's own term is at least exp(0) = 1) and agree with the MMA-path row sum, else
+  check 2  (once, at the end, Algorithm 1 lines 22-29) - l must lie in [1, n_keys] (SNVR: the
+           max's own term is exp(0) = 1) and agree with the MMA-path row sum, else
            the row is recomputed (l or the P the PV products consumed was hit, and the two cannot
            be told apart); after normalisation every strided group of O is
            checked against O^c1; a single fault is located with O^c2 and corrected by
@@ -43,9 +41,6 @@ BC = 64  # keys per tile
 DEAD = -80.0  # exp arguments below this count as zero probability (e^-80 ~ 1.8e-35)
 U32 = 2.0 ** -24
 ATTN_SAFETY = 4.0  # several dependent fp32 operations between checks (scale, mask, rescale)
-# The running max moves only where a tile's max passes it by more than 2^LAZY_LOG2 in P (the CUDA
-# kernels' kLazyLog2, efta_common.cuh): most tiles then keep the reference and skip O's rescale.
-LAZY_LOG2 = 2
 
 
 def attention_e(x: torch.Tensor, sk: int, d: int, e_max_safety: float) -> float:
@@ -114,7 +109,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: Opti
 
         m_old = m
         st = torch.where(live, sc * scale + bias_t, torch.full_like(sc, float("-inf")))
-        m = _lazy_max(m_old, st.amax(-1))
+        m = torch.maximum(m_old, st.amax(-1))
         _inject(plan, t, "rowmax", m, site_name)
         p = _exp(st, m, live)
         _inject(plan, t, "exp", p, site_name)
@@ -229,12 +224,6 @@ def _inject(plan, t, stage, tensor, site_name):
                         if stage in ("score", "exp", "p_mma", "pv", "rescale") else 1)
 
 
-def _lazy_max(m_old, tile_max):
-    """The exponentials' reference after a tile: its max where that passes m_old by more than the
-    lazy margin (always from -inf), else m_old."""
-    return torch.where(tile_max > m_old + LAZY_LOG2 * math.log(2.0), tile_max, m_old)
-
-
 def _exp(st, m, live):
     arg = st - m[..., None]
     return torch.where(live & (arg >= DEAD), torch.exp(arg), torch.zeros_like(arg))
@@ -261,7 +250,7 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
     exp_bad = checksum.exceeds(_groups(logp - ref).sum(-1), t_exp)
     dead_bad = ~(torch.where(alive, torch.zeros_like(p), p).abs() <= math.exp(DEAD))
     exp_bad |= _groups(dead_bad).any(-1)
-    m_check = _lazy_max(m_old, st.amax(-1))
+    m_check = torch.maximum(m_old, st.amax(-1))
     rowmax_bad = ~(m == m_check)
 
     if not bool(gemm_bad.any() | exp_bad.any() | rowmax_bad.any()):
@@ -305,7 +294,7 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
         fixed_rows[(*bh, i)] = True
     # Rows whose scores or max changed: recompute the max and the exponentials of the row.
     st = torch.where(fixed_rows[..., None] & live, sc * scale + bias_t, st)
-    m = torch.where(fixed_rows, _lazy_max(m_old, st.amax(-1)), m)
+    m = torch.where(fixed_rows, torch.maximum(m_old, st.amax(-1)), m)
     p_new = _exp(st, m, live)
     p = torch.where(fixed_rows[..., None], p_new, p)
     counts.corrected += int(rowmax_bad.sum())
@@ -319,8 +308,8 @@ def _check_tile(q32, kt, sc, sc_chk, t_score, bias_t, live, scale, m_old, m, st,
 
 
 def _check_rowsum(l, l_mma, keep, counts, policy, site_name):
-    """SNVR range restriction on the row sum, l in [1, n_keys 2^LAZY_LOG2] (the row's max
-    contributes at least exp(0) = 1; each P at most 2^LAZY_LOG2), plus agreement with the MMA-path duplicate (the
+    """SNVR range restriction on the row sum, l in [1, n_keys] (the row's max contributes
+    exp(0) = 1), plus agreement with the MMA-path duplicate (the
     median of its three copies; a copy that disagrees with the others is a detected fault,
     corrected by the vote). Returns the rows to recompute (policies correct and recompute), or
     None: when l and the duplicate disagree, either l was hit or the P the PV products consumed
@@ -329,7 +318,7 @@ def _check_rowsum(l, l_mma, keep, counts, policy, site_name):
     # (The paper's lower bound, sum_k exp(m_k - m) over the tiles' maxima, is tighter, but a row
     # sum that the agreement below accepts is within 256 u of the MMA path's: what the tighter bound
     # could add is a fault in both sums, i.e. in P before them, which the tile checks catch.)
-    upper = keep.sum(-1).float() * 2.0 ** LAZY_LOG2
+    upper = keep.sum(-1).float()
     has_key = upper > 0
     same = (l_mma == l_mma[..., :1]) | (l_mma.isnan() & l_mma[..., :1].isnan())
     outvoted = has_key & ~same.all(-1)
