@@ -83,16 +83,19 @@ def test_thread_kernel_choice_follows_the_measurements():
     SMs): at 1-8 rows the streaming kernel (replica-checked), but the thin kernel where its 128-row
     tiles fill 45-100 % of the SMs on 32 MB of W or more; at 9-128 rows the thin kernel (two waves
     of tiles included), but past 32 rows on weights of at most 2 MB the streaming kernel while its
-    32-row CTAs fit one wave (else thin); beyond 128 rows the streaming kernel while it fits (past
+    32-row CTAs fit one wave (else thin), except at 33-64 rows on 1.5-2 MB where the thin kernel
+    checks against replicas (run 76e); beyond 128 rows the streaming kernel while it fits (past
     one CTA row only for W under 64 MB), else the ring kernel; the streaming kernel takes two m16
     blocks per CTA (8 warps) above M = 16."""
     stream = [(1, 4096, 4096), (8, 4096, 11008), (1, 2304, 768), (8, 768, 3072), (1, 6144, 4096),
-              (1, 22016, 4096), (128, 768, 768), (48, 768, 768), (64, 1024, 1024), (300, 768, 768)]
+              (1, 22016, 4096), (128, 768, 768), (48, 768, 768), (64, 768, 768), (96, 1024, 1024),
+              (300, 768, 768)]
     thin = [(1, 11008, 4096), (8, 11008, 4096), (1, 8192, 4096), (16, 14336, 4096), (16, 16384, 4096),
             (16, 4096, 4096), (16, 2304, 768), (9, 768, 768), (12, 4096, 11008), (16, 22016, 4096),
             (32, 768, 768), (24, 2304, 768), (32, 4096, 4096), (48, 2048, 2048), (32, 11008, 4096),
             (32, 4096, 11008), (64, 4096, 4096), (96, 2304, 768), (64, 768, 3072), (128, 14336, 4096),
-            (128, 2304, 768), (96, 3072, 768), (128, 1024, 1040)]
+            (128, 2304, 768), (96, 3072, 768), (128, 1024, 1040), (64, 1024, 1024), (40, 1024, 1024),
+            (64, 1024, 768), (64, 2048, 512)]
     ring = [(256, 4096, 4096), (8192, 4096, 4096), (129, 2304, 768)]
     for kind, shapes in (("stream", stream), ("thin", thin), ("ring", ring)):
         for m, n, k in shapes:

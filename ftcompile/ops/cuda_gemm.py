@@ -586,7 +586,12 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
     # Unprotected the thin kernel is ahead at all of these (0.6-1.3 x cuBLAS): its protection past
     # 16 rows is what is left. At 1-8 rows the streaming kernel's replica keeps it ahead at the
     # GPT-2 widths (1 / 8 x 768x768 0.81 / 0.89 against 0.91 / 0.98).
-    if gemm.STREAM_REPLICA_ROWS < m <= THIN_MAX_ROWS and (m <= 32 or w_bytes > THIN_SMALL_W_BYTES):
+    # Past 32 rows on a small weight the thin kernel too where it checks against replicas (33-64
+    # rows, gemm.thin_replica) on at least THIN_REPLICA_W_BYTES: run 76e, protected, us, thin /
+    # streaming: 40 / 48 / 64 x 1024^2 6.6-6.8 / 7.5, 64x1024x768 6.5 / 7.0, 64x768x1024 6.8 / 7.1,
+    # 64x2048x512 6.8 / 7.2; but 40-64 x 768^2 (1.2 MB) 6.3-6.5 / 6.2-6.3.
+    if gemm.STREAM_REPLICA_ROWS < m <= THIN_MAX_ROWS and (
+            m <= 32 or w_bytes > THIN_SMALL_W_BYTES or (gemm.thin_replica(m, n) and w_bytes >= THIN_REPLICA_W_BYTES)):
         return "thin"
     if m <= gemm.STREAM_REPLICA_ROWS:
         # The thin kernel where its 128-row tiles fill about half the SMs or more in one wave, the
@@ -619,8 +624,10 @@ THIN_W_BYTES = 32 << 20
 # At M <= 8, the thin kernel from this share of the SMs in tiles on (see thread_kernel: measured
 # ahead at 64 tiles of 132 SMs, behind at 32).
 THIN_FEW_ROWS_SM_SHARE = 0.45
-# Past 32 rows, the streaming kernel on weights of at most this size (see thread_kernel).
+# Past 32 rows, the streaming kernel on weights of at most this size (see thread_kernel), but
+# from THIN_REPLICA_W_BYTES on where the thin kernel checks against replicas.
 THIN_SMALL_W_BYTES = 2 << 20
+THIN_REPLICA_W_BYTES = 3 << 19  # 1.5 MB
 
 
 # The thin kernel's time model, which picks its K split (run 45b, H200, 24 shapes x splits 1-4:
