@@ -22,7 +22,8 @@ def main(shapes):
     for spec in shapes:
         m, n, k = map(int, spec.split("x"))
         nx, split, _ = cuda_gemm.thin_config(m, n, k, 1, 132)
-        d_off, d_on = cuda_gemm._thin_stages(nx, False, split), cuda_gemm._thin_stages(nx, True, split)
+        # (protected: the call's own mode, replicas or checksum rows, whose stages differ in size)
+        d_off, d_on = cuda_gemm._thin_stages(nx, 0, split), cuda_gemm._thin_stages(nx, cuda_gemm.thin_protect(m, n, True), split)
         calls = {"cublas": r.variant("cublas"),
                  "off8": r.variant("off", "linear_thread", kernel="thin", stages=8),
                  f"off{d_off}": r.variant("off", "linear_thread", kernel="thin", stages=d_off),

@@ -469,12 +469,9 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(xf, wf, bias, injections, site_name, spread=1)
     if thin_replica(m, n):
-        tiled = any(inj.spec.stage == "accumulator" for inj in injections)
-        replica = _accumulate(xf, wf, bias, [], site_name, spread=1, k_tiled=tiled)
-        _, w_finite = weight_stats(weight, cache=static_weight)
-        nonfinite = (~(row_finite.all(-1) & w_finite)).any().long()
-        return _output(acc, x, n), _replica_checks(acc, replica, (~same_values(acc, replica)).any(1),
-                                                   x3, w3, bias, policy, nonfinite)
+        replica = _replica(xf, wf, bias, injections, site_name, spread=1)
+        return _output(acc, x, n), _replica_checks(acc, replica, (~same_values(acc, replica)).any(1), x3, w3,
+                                                   bias, policy, _nonfinite(row_finite, weight, static_weight))
     columns = acc.transpose(-1, -2)  # [WB, N, M]: one check group per column of y
     checks = wf @ checksum.encode(xf).transpose(-1, -2)  # [WB, N, 2]
     if bias is not None:
@@ -508,6 +505,20 @@ def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     return _output(acc, x, n), outcome
 
 
+def _replica(xf, wf, bias, injections, site_name: str, spread: int) -> torch.Tensor:
+    """The fault-free accumulator computed a second time in the order :func:`_accumulate` took for
+    the first (k-tile by k-tile where an accumulator fault is pending): equal bit for bit to it
+    without a fault."""
+    tiled = any(inj.spec.stage == "accumulator" for inj in injections)
+    return _accumulate(xf, wf, bias, [], site_name, spread=spread, k_tiled=tiled)
+
+
+def _nonfinite(row_finite: torch.Tensor, weight: torch.Tensor, static_weight: bool) -> torch.Tensor:
+    """1 where x or W holds NaN/Inf (counted once per call), else 0."""
+    _, w_finite = weight_stats(weight, cache=static_weight)
+    return (~(row_finite.all(-1) & w_finite)).any().long()
+
+
 def same_values(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a and b equal element by element, NaN equal to NaN (a non-finite input reaches a value and
     its replica alike)."""
@@ -525,7 +536,7 @@ def _replica_checks(acc, replica, detected, x3, w3, bias, policy: str, nonfinite
         for b, i, j in (~same_values(acc, replica)).nonzero().tolist():
             t = _recompute(x3, w3, bias, b, i, j)
             dv, dr = (acc[b, i, j] - t).abs(), (replica[b, i, j] - t).abs()
-            if (bool(dr == dr) if bool(dv != dv) else bool(dr < dv)):
+            if bool(dr < dv) or (bool(dv.isnan()) and not bool(dr.isnan())):  # (a NaN copy is never nearer)
                 acc[b, i, j] = replica[b, i, j]
         outcome.corrected = detected.sum()
     return outcome
@@ -554,15 +565,13 @@ def linear_stream(x, weight, bias, *, site_name: str, site_id: int, policy: str,
     s = checksum.STRIDE
     injections = injection.pending(site_id, site_name, injection.GEMM_STAGES)
     acc = _accumulate(xf, wf, bias, injections, site_name, spread=s)
-    tiled = any(inj.spec.stage == "accumulator" for inj in injections)
-    replica = _accumulate(xf, wf, bias, [], site_name, spread=s, k_tiled=tiled)
+    replica = _replica(xf, wf, bias, injections, site_name, spread=s)
     tiles = math.ceil(n / N_TILE)
     differs = torch.nn.functional.pad(~same_values(acc, replica), (0, tiles * N_TILE - n))
     # [WB, M, tile, l, g] -> a check per (row, tile, g): columns g, g + 8, ..., g + 56 of the tile
     detected = differs.view(wb, -1, tiles, N_TILE // s, s).any(3)
-    _, w_finite = weight_stats(weight, cache=static_weight)
-    nonfinite = (~(row_finite.all(-1) & w_finite)).any().long()
-    return _output(acc, x, n), _replica_checks(acc, replica, detected, x3, w3, bias, policy, nonfinite)
+    return _output(acc, x, n), _replica_checks(acc, replica, detected, x3, w3, bias, policy,
+                                               _nonfinite(row_finite, weight, static_weight))
 
 
 def _output(acc: torch.Tensor, x: torch.Tensor, n: int) -> torch.Tensor:
