@@ -349,13 +349,14 @@ __device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][4][4], const Ctx& cx)
   }
 }
 
-// P of one tile packed to 16 bits as the A operand of PV (mma.sync A fragment layout).
-template <typename T, int MT>
-__device__ __forceinline__ void pack_p(const float (&s)[MT][8][4], uint32_t (&pa)[MT][4][4]) {
+// P of one tile (NT n8 blocks of keys) packed to 16 bits as the A operand of PV (mma.sync A fragment
+// layout).
+template <typename T, int MT, int NT>
+__device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&pa)[MT][NT / 2][4]) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < NT / 2; ++kk) {
       pa[mt][kk][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
       pa[mt][kk][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
       pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -365,8 +366,9 @@ __device__ __forceinline__ void pack_p(const float (&s)[MT][8][4], uint32_t (&pa
 
 // Softmax numerators of one tile (in place in s: the fp32 P stays for check_tile and pack_p), the
 // tile's row max, row sums, and the rowmax check. `hooks`: apply pending fault injections (rowmax, exp).
-template <typename T, int D, bool kProtect, bool kMasked, int MT>
-__device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
+// NT: n8 blocks of keys, 8 (a 64-key tile) or 16 (an unprotected 128-key step, EFTA_K128).
+template <typename T, int D, bool kProtect, bool kMasked, int MT, int NT>
+__device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
                                              const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
   const int lane = cx.lane, tq = lane & 3, rq = lane >> 2;
   float lm[2 * MT];
@@ -379,7 +381,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int rr = 2 * mt + (e >> 1);
@@ -401,14 +403,18 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
           s[mt][nt][e] = live ? fmaf(x, cx.scale, bias) : -INFINITY;
         }
   }
-  // The lane's row maxima as trees (depth 4, not a chain of 16: the max is on the critical path
+  // The lane's row maxima as trees (depth 4 at NT = 8, not a chain of 16: the max is on the critical path
   // between the S wgmma and the exponentials).
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     const int mt = rr >> 1, hh = rr & 1;
-    float v[8];
+    float v[NT];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) v[nt] = fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]);
+    for (int nt = 0; nt < NT; ++nt) v[nt] = fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]);
+    if constexpr (NT == 16) {  // (written out: as a loop from w = 8, ptxas kept v in local memory)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = fmaxf(v[i], v[i + 8]);
+    }
 #pragma unroll
     for (int w = 4; w >= 1; w >>= 1)
 #pragma unroll
@@ -453,7 +459,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int rr = 2 * mt + (e >> 1);
@@ -471,7 +477,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
   if constexpr (kProtect) {
     if (hooks)
       for_recs(cx, kExp, [&](int r, const InjRec& rec) {
-        inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+        inj_frag<NT>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
       });
   }
 #pragma unroll
@@ -479,7 +485,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) to.lsum[2 * mt + (e >> 1)] += s[mt][nt][e];
   if constexpr (kProtect) {

@@ -30,6 +30,20 @@ namespace efta {
 namespace h90 {
 
 
+// B53 step 1 (measurement builds, NOTES_attention.md): -DEFTA_K128=1 steps the unprotected d=64
+// kernel through keys 128 at a time (two 64-key tiles a ring slot, one m64n128 S wgmma, one softmax
+// and one O rescale a step); -DEFTA_P_SMEM=1 then feeds PV from P stored to shared memory (stmatrix,
+// an SS wgmma) instead of registers, which the protected 128-key step needs to fit three warpgroups.
+#ifndef EFTA_K128
+#define EFTA_K128 0
+#endif
+#ifndef EFTA_P_SMEM
+#define EFTA_P_SMEM 0
+#endif
+#ifndef EFTA_K128_STAGES
+#define EFTA_K128_STAGES 2
+#endif
+
 template <int D, bool kProtect>
 struct Lay {
   // Consumer warpgroups of 64 query rows: 3 (more warps to hide the softmax chain; 160 registers
@@ -40,16 +54,19 @@ struct Lay {
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
+  static constexpr int kTiles = EFTA_K128 && !kProtect && D == 64 ? 2 : 1;  // 64-key tiles a step (a ring slot)
+  static constexpr int kKeys = kTiles * kBlockN;
+  static constexpr bool kPSmem = kTiles == 2 && EFTA_P_SMEM;
   // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
   // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
   // (protected: d=64 ~133 KB, d=128 ~217 KB).
-  static constexpr int kStages = 4;
+  static constexpr int kStages = kTiles == 2 ? EFTA_K128_STAGES : 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   // The checksum columns (K^c rows, V^c box); measurement level 4 (EFTA_ABLATE) runs without them.
   static constexpr bool kCols = kProtect && kAbl < 4;
-  static constexpr int kKHalf = (kBlockN + (kCols ? 8 : 0)) * 128;  // K rows, then the K^c rows
+  static constexpr int kKHalf = (kKeys + (kCols ? 8 : 0)) * 128;  // K rows, then the K^c rows
   static constexpr int kK = kHalves * kKHalf;
-  static constexpr int kVHalf = kBlockN * 128;
+  static constexpr int kVHalf = kKeys * 128;
   static constexpr int kV = kHalves * kVHalf;
   // V^c: the 8 checksum columns of the tile's keys as one more 64-column box of V (columns 8-63 are
   // the TMA's zero fill, never read): the PV wgmma reads [V | V^c] as N = D + 8 columns, one wgmma
@@ -65,8 +82,9 @@ struct Lay {
   // there, run 41b, and a fault costs a tile instead of a block).
   static constexpr bool kWarpRedo = D == 128;
   static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
-  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
-  static constexpr int kN = kBlockN + (kCols ? 8 : 0);  // S columns per wgmma
+  static constexpr int kP = kPSmem ? kCons * 64 * kKeys * 2 : 0;  // P of each consumer warpgroup (EFTA_P_SMEM)
+  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + kP + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
+  static constexpr int kN = kKeys + (kCols ? 8 : 0);  // S columns per wgmma
 };
 
 // O += P V and O^c += P V^c of one key tile (P in registers; dv: the slot's [V | V^c] descriptor,
@@ -156,6 +174,14 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
   }
   record_tile_faults(faults, lane, p.policy, count, p.counters, p.alarms);
   return nonfinite;
+}
+
+// Ring slots (steps of kTiles key tiles) that `tiles` tiles fill. (kTiles = 1 spelled out: the
+// rounding, folded or not, moved the protected padding build's registers.)
+template <int kTiles>
+__host__ __device__ __forceinline__ int ring_steps(int tiles) {
+  if constexpr (kTiles == 1) return tiles;
+  else return (tiles + kTiles - 1) / kTiles;
 }
 
 struct Ring {
@@ -356,6 +382,118 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   nonfinite_in |= sticky;  // (measurement builds: keeps their checks' verdict live)
 }
 
+// O += P V of one unprotected step of kKeys keys, asynchronous: P from registers (pa) or, with
+// kPSmem, from the warpgroup's P buffer (descriptor dp, K-major as Q's tile: 64-key halves of
+// [64 rows][128 B]); dv: the slot's V (N-major, its kKeys rows contiguous: a k16 step is 16 rows).
+template <typename T, int D>
+__device__ __forceinline__ void issue_pv_wide(State<D, 1>& st, const uint32_t (&pa)[1][Lay<D, false>::kKeys / 16][4],
+                                              uint64_t dp, uint64_t dv) {
+  using L = Lay<D, false>;
+#pragma unroll
+  for (int kk = 0; kk < L::kKeys / 16; ++kk) {
+    if constexpr (L::kPSmem)
+      wgmma_ss_t<T, D>(&st.o[0][0][0], desc_add(dp, (kk / 4) * 64 * 128 + (kk % 4) * 32), desc_add(dv, kk * 2048), 1);
+    else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
+  }
+}
+
+// P of one step stored to the warpgroup's P buffer sp (the layout issue_pv_wide reads; 128-byte
+// swizzle: chunk c of row r at c ^ (r % 8)): one stmatrix.x4 a k16 step, each warp its 16 rows (so
+// the PV wgmma needs no barrier past the warp's own: each warp's rows of A are its own P).
+template <int KS>
+__device__ __forceinline__ void store_p(const uint32_t (&pa)[1][KS][4], uint32_t sp, int wi, int lane) {
+  const int r = 16 * wi + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    const int chunk = 2 * (kk % 4) + (lane >> 4);
+    stsm_x4(sp + (kk / 4) * 64 * 128 + r * 128 + ((chunk ^ (lane & 7)) << 4), pa[0][kk]);
+  }
+  fence_proxy_async_smem();  // generic-proxy stores before the async proxy's (wgmma's) reads
+  __syncwarp();
+}
+
+// B53 step 1: the unprotected consumer's pass at kTiles = 2 (EFTA_K128): steps of kKeys keys, t =
+// t0, t0 + 2, ... < n, each one S wgmma, one softmax and one O rescale. Tile indices keep their
+// 64-key meaning (the masks, causal bounds, mfrom / mto); a step whose second tile is past n (an odd
+// count) takes the masked softmax, whose bounds turn those keys to -inf (past Sk, the diagonal or the
+// mask's last live tile).
+template <typename T, int D>
+__device__ __forceinline__ void consume_wide(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, uint32_t sp,
+                                             const Ring& ring, int t0, int n, int mfrom, int mto, int pos0) {
+  using L = Lay<D, false>;
+  constexpr int S = L::kStages, NT = L::kKeys / 8, KS = L::kKeys / 16;
+  const int lane = cx.lane, wi = cx.w & 3;
+  const uint32_t ring0 = smem_u32(ring.base);
+  const uint64_t dq = desc_k_sw128(sq), dk = desc_k_sw128(ring0), dv = desc_mn_sw128(ring0 + L::kK, L::kVHalf);
+  const uint64_t dp = desc_k_sw128(sp);
+  int slot = pos0 % S;
+  uint32_t par = (uint32_t)((pos0 / S) & 1);
+  float acc[L::kN / 2];
+  uint32_t pa[1][KS][4];
+  bool have_p = false;
+  int p_slot = 0;
+  uint32_t p_par = 0;
+  for (int t = t0; t < n; t += L::kTiles) {
+    const uint64_t dks = desc_add(dk, slot * L::kStage);
+    mbar_wait(&ring.kfull[slot], par);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss<T, L::kN>(acc, desc_add(dq, (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
+                         desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
+    wgmma_commit();
+    const bool pv_flight = have_p;
+    if (have_p) {
+      mbar_wait(&ring.vfull[p_slot], p_par);
+      wgmma_fence();
+      issue_pv_wide<T, D>(st, pa, dp, desc_add(dv, p_slot * L::kStage));
+      wgmma_commit();
+      have_p = false;
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    reg_fence<L::kN / 2>(acc);
+    float s[1][NT][4], sc[1][4] = {};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
+    cx.t = t;
+    cx.j0 = t * kBlockN;
+    TileOut<1> to;
+    const int t_last = t + L::kTiles - 1;
+    if ((t_last >= mfrom) | (t_last >= n) | (t < mto)) softmax_tile<T, D, false, true>(s, sc, st.m, st.qtol, to, cx, false);
+    else softmax_tile<T, D, false, false>(s, sc, st.m, st.qtol, to, cx, false);
+    wgmma_wait<0>();
+    reg_fence<D / 2>(&st.o[0][0][0]);
+    if (pv_flight) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
+    }
+    online_update<D, false, false, 1, true>(st, to, cx);
+    pack_p<T>(s, pa);
+    if constexpr (L::kPSmem) store_p(pa, sp, wi, lane);  // PV(t - 1), its reader, is done
+    have_p = true;
+    p_slot = slot;
+    p_par = par;
+    if (++slot == S) {
+      slot = 0;
+      par ^= 1u;
+    }
+  }
+  if (have_p) {
+    mbar_wait(&ring.vfull[p_slot], p_par);
+    wgmma_fence();
+    issue_pv_wide<T, D>(st, pa, dp, desc_add(dv, p_slot * L::kStage));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence<D / 2>(&st.o[0][0][0]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
+  }
+}
+
 // kPad: the build for a mask with one row per (batch, head) (mc_sq == 0: a padding mask), which starts
 // at the first live tile and bounds the masked tiles from below too (first_tile, pad_masked_bounds);
 // the other build is the kernel without either (spill-free at d=64: ptxas counts 8-16 bytes of
@@ -386,8 +524,9 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   uint8_t* sQ = base;
   Ring ring;
   ring.base = base + L::kQ;
-  uint64_t* bars = reinterpret_cast<uint64_t*>(ring.base + S * L::kStage);
-  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(ring.base + S * L::kStage + 64 * 8);  // d=64: one per consumer thread
+  uint8_t* sP = ring.base + S * L::kStage;  // EFTA_P_SMEM: P of each consumer warpgroup (1024-aligned)
+  uint64_t* bars = reinterpret_cast<uint64_t*>(sP + L::kP);
+  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(sP + L::kP + 64 * 8);  // d=64: one per consumer thread
   uint64_t* qfull = bars;
   ring.kfull = bars + 1;
   ring.vfull = ring.kfull + S;
@@ -438,7 +577,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     const int t0 = kPad ? first_tile(p, pad_entry(p, b, h), i0) : 0;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool first = attempt == 0;
-      const int pos0 = attempt * (n_cta - t0);  // ring position of tile t0 in this attempt
+      const int steps = ring_steps<L::kTiles>(n_cta - t0);  // ring slots an attempt fills
+      const int pos0 = attempt * steps;  // ring position of tile t0 in this attempt
       // ------------------------------------------------------------ producer
       if (tid == 0) {
         if (first) {
@@ -453,14 +593,17 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
           stamp.mark(3);
         }
-        for (int t = t0; t < n_cta; ++t) {
-          const int pos = pos0 + t - t0, slot = pos % S;
+        for (int t = t0; t < n_cta; t += L::kTiles) {
+          const int pos = L::kTiles == 1 ? pos0 + t - t0 : pos0 + (t - t0) / L::kTiles, slot = pos % S;
           if (pos >= S) mbar_wait(&ring.empty[slot], (uint32_t)(((pos / S) - 1) & 1));
           uint8_t* st = ring.base + slot * L::kStage;
           mbar_expect_tx(&ring.kfull[slot], L::kK);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh) {
-            tma_load_4d(st + hh * L::kKHalf, &tmK, &ring.kfull[slot], hh * 64, t * kBlockN, hk, b);
+#pragma unroll
+            for (int j = 0; j < L::kTiles; ++j)  // (a tile past the keys: the TMA's zero fill)
+              tma_load_4d(st + hh * L::kKHalf + j * kBlockN * 128, &tmK, &ring.kfull[slot], hh * 64, (t + j) * kBlockN,
+                          hk, b);
             if constexpr (L::kCols)
               tma_load_2d(st + hh * L::kKHalf + kBlockN * 128, &tmKc, &ring.kfull[slot], hh * 64,
                           (int)((tile_base + t) * 8));
@@ -468,7 +611,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           mbar_expect_tx(&ring.vfull[slot], L::kV + L::kVc);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh)
-            tma_load_4d(st + L::kK + hh * L::kVHalf, &tmV, &ring.vfull[slot], hh * 64, t * kBlockN, hk, b);
+#pragma unroll
+            for (int j = 0; j < L::kTiles; ++j)
+              tma_load_4d(st + L::kK + hh * L::kVHalf + j * kBlockN * 128, &tmV, &ring.vfull[slot], hh * 64,
+                          (t + j) * kBlockN, hk, b);
           if constexpr (L::kCols)
             tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
         }
@@ -490,7 +636,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   int alarm_t = -1;  // the warp's first alarmed tile (B25)
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
-    const int pos0 = attempt * (n_cta - t0);
+    const int steps = ring_steps<L::kTiles>(n_cta - t0);
+    const int pos0 = attempt * steps;
     bool rerun = false;
     // ------------------------------------------------------------ consumers
     const int c = wg - 1, wi = w & 3, row0 = i0 + 64 * c + 16 * wi;
@@ -537,17 +684,21 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     mfrom = __shfl_sync(kFull, mfrom, 0);
     mto = __shfl_sync(kFull, mto, 0);
     if (first) stamp.mark(6, kStampC);
-    if (kProtect && first && injected)
+    if constexpr (L::kTiles == 2)
+      consume_wide<T, D>(st, p, cx, sq, smem_u32(sP) + c * 64 * L::kKeys * 2, ring, t0, n, mfrom, mto, pos0);
+    else if (kProtect && first && injected)
       consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                         alarm_t);
     else
       consume<T, D, kProtect, false>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                      alarm_t);
     if (first) stamp.mark(7, kStampC);
-    // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
-    for (int t = kPad ? max(n, t0) : n; t < n_cta; ++t) {
-      const int slot = (pos0 + t - t0) % S;
-      const uint32_t par = (uint32_t)(((pos0 + t - t0) / S) & 1);
+    // Steps past this warpgroup's diagonal: nothing to compute, but their slots must be released.
+    int tr = kPad ? max(n, t0) : n;  // the first tile of the first step not visited
+    if constexpr (L::kTiles > 1) tr = t0 + (max(n - t0, 0) + L::kTiles - 1) / L::kTiles * L::kTiles;
+    for (int t = tr; t < n_cta; t += L::kTiles) {
+      const int pos = L::kTiles == 1 ? pos0 + t - t0 : pos0 + (t - t0) / L::kTiles, slot = pos % S;
+      const uint32_t par = (uint32_t)((pos / S) & 1);
       mbar_wait(&ring.kfull[slot], par);
       mbar_wait(&ring.vfull[slot], par);
       __syncwarp();
