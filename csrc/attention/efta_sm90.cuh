@@ -30,18 +30,22 @@ namespace efta {
 namespace h90 {
 
 
-// B53 step 1 (measurement builds, NOTES_attention.md): -DEFTA_K128=1 steps the unprotected d=64
-// kernel through keys 128 at a time (two 64-key tiles a ring slot, one m64n128 S wgmma, one softmax
-// and one O rescale a step); -DEFTA_P_SMEM=1 then feeds PV from P stored to shared memory (stmatrix,
-// an SS wgmma) instead of registers, which the protected 128-key step needs to fit three warpgroups.
+// Measurement builds (NOTES_attention.md B53, B54): -DEFTA_K128=1 steps the unprotected d=64 kernel
+// through keys 128 at a time (two 64-key tiles a ring slot, one S wgmma, one softmax and one O rescale
+// a step), -DEFTA_K128_FT=1 the protected one (one unified check a row per step, over both tiles'
+// checksum columns); -DEFTA_K128_STAGES: the ring depth at 128 keys (default: 4 unprotected, 3
+// protected, whose 50 KB stages allow no more).
 #ifndef EFTA_K128
 #define EFTA_K128 0
 #endif
-#ifndef EFTA_P_SMEM
-#define EFTA_P_SMEM 0
+#ifndef EFTA_K128_FT
+#define EFTA_K128_FT 0
 #endif
 #ifndef EFTA_K128_STAGES
-#define EFTA_K128_STAGES 2
+#define EFTA_K128_STAGES 0
+#endif
+#ifndef EFTA_K128_SERIAL
+#define EFTA_K128_SERIAL 0
 #endif
 
 template <int D, bool kProtect>
@@ -54,17 +58,16 @@ struct Lay {
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
-  static constexpr int kTiles = EFTA_K128 && !kProtect && D == 64 ? 2 : 1;  // 64-key tiles a step (a ring slot)
+  static constexpr int kTiles = D == 64 && (kProtect ? EFTA_K128_FT : EFTA_K128) ? 2 : 1;  // 64-key tiles a step (a ring slot)
   static constexpr int kKeys = kTiles * kBlockN;
-  static constexpr bool kPSmem = kTiles == 2 && EFTA_P_SMEM;
   // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
   // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
   // (protected: d=64 ~133 KB, d=128 ~217 KB).
-  static constexpr int kStages = kTiles == 2 ? EFTA_K128_STAGES : 4;
+  static constexpr int kStages = kTiles == 1 ? 4 : EFTA_K128_STAGES ? EFTA_K128_STAGES : kProtect ? 3 : 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   // The checksum columns (K^c rows, V^c box); measurement level 4 (EFTA_ABLATE) runs without them.
   static constexpr bool kCols = kProtect && kAbl < 4;
-  static constexpr int kKHalf = (kKeys + (kCols ? 8 : 0)) * 128;  // K rows, then the K^c rows
+  static constexpr int kKHalf = (kKeys + (kCols ? 8 * kTiles : 0)) * 128;  // K rows, then each tile's 8 K^c rows
   static constexpr int kK = kHalves * kKHalf;
   static constexpr int kVHalf = kKeys * 128;
   static constexpr int kV = kHalves * kVHalf;
@@ -82,17 +85,16 @@ struct Lay {
   // there, run 41b, and a fault costs a tile instead of a block).
   static constexpr bool kWarpRedo = D == 128;
   static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
-  static constexpr int kP = kPSmem ? kCons * 64 * kKeys * 2 : 0;  // P of each consumer warpgroup (EFTA_P_SMEM)
-  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + kP + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
-  static constexpr int kN = kKeys + (kCols ? 8 : 0);  // S columns per wgmma
+  static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
+  static constexpr int kN = kKeys + (kCols ? 8 * kTiles : 0);  // S columns per wgmma
 };
 
-// O += P V and O^c += P V^c of one key tile (P in registers; dv: the slot's [V | V^c] descriptor,
-// N-major), asynchronous.
-template <typename T, int D, bool kProtect>
-__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv) {
+// O += P V and O^c += P V^c of one step (P in registers; dv: the slot's [V | V^c] descriptor,
+// N-major, the step's keys as rows: a k16 step is 16 rows), asynchronous.
+template <typename T, int D, bool kProtect, int KS>
+__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][KS][4], uint64_t dv) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int kk = 0; kk < KS; ++kk) {
     if constexpr (Lay<D, kProtect>::kCols)
       wgmma_rs_cs<T, D + 8>(&st.o[0][0][0], &st.oc[0][0], pa[0][kk], desc_add(dv, kk * 2048));
     else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
@@ -237,7 +239,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
                                         int t0, int n, int mfrom, int mto, int pos0, bool first, bool& nonfinite_in,
                                         Alarm1<1>* a1, int& alarm_t) {
   using L = Lay<D, kProtect>;
-  constexpr int S = L::kStages;
+  constexpr int S = L::kStages, kT = L::kTiles, NT = 8 * kT;  // tiles a step; n8 blocks of keys a step
   const int lane = cx.lane, tq = lane & 3;
   const int64_t tile_base = (int64_t)(cx.b * p.Hk + cx.h / (p.Hq / p.Hk)) * p.n_tiles;
   const uint32_t ring0 = smem_u32(ring.base);
@@ -247,18 +249,31 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   uint32_t par = (uint32_t)((pos0 / S) & 1);
 
   float acc[L::kN / 2];
-  uint32_t pa[1][4][4];  // P of the tile whose PV is next
+  uint32_t pa[1][4 * kT][4];  // P of the step whose PV is next
   bool have_p = false, sticky = false;
   // The tile to compare on the second attempt (warp-uniform through the shuffle: a uniform register).
   const int redo_t = __shfl_sync(kFull, first ? -1 : alarm_t, 0);
-  int p_slot = 0;  // ring position of the tile whose PV is next
+  int p_slot = 0;  // ring position of the step whose PV is next
   uint32_t p_par = 0;
+  int p_t = 0;  // its first tile
   // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
   // cost a spilled 64-bit base and its reload).
   const float* kn = kProtect ? p.kn + (tile_base + t0) * 4 + tq : nullptr;
 
   for (int t = t0; t < n;) {
     const uint64_t dks = desc_add(dk, slot * L::kStage);
+    constexpr bool kPvFirst = EFTA_K128_SERIAL == 2 && kT == 2;  // measurement: PV(t-1) done before S(t)
+    bool pv_flight = have_p;
+    if constexpr (kPvFirst) {
+      if (have_p) {
+        mbar_wait(&ring.vfull[p_slot], p_par);
+        wgmma_fence();
+        issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
+        wgmma_commit();
+        have_p = false;
+        wgmma_wait<0>();
+      }
+    }
     mbar_wait(&ring.kfull[slot], par);
     wgmma_fence();
 #pragma unroll
@@ -266,42 +281,51 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       wgmma_ss<T, L::kN>(acc, desc_add(dq, (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
                          desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
     wgmma_commit();
-    const bool pv_flight = have_p;
-    if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
+    if (!kPvFirst && have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
       mbar_wait(&ring.vfull[p_slot], p_par);
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
       issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
       wgmma_commit();
       have_p = false;
-      wgmma_wait<1>();
+      if constexpr (EFTA_K128_SERIAL && kT == 2) wgmma_wait<0>();
+      else wgmma_wait<1>();
     } else {
       wgmma_wait<0>();
     }
     reg_fence<L::kN / 2>(acc);  // reads of S stay below the wait
 
-    float s[1][8][4], sc[1][4];
+    float s[1][NT][4], sc[1][NT / 2];
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if constexpr (L::kCols) sc[0][e] = acc[32 + e];  // the checksum columns
+    for (int e = 0; e < NT / 2; ++e) {
+      if constexpr (L::kCols) sc[0][e] = acc[4 * NT + e];  // the checksum columns
       else sc[0][e] = 0.f;
     }
 
     cx.t = t;
     cx.j0 = t * kBlockN;
-    cx.A = kProtect ? __ldg(kn) : 0.f;
+    if constexpr (kT == 1) cx.A = kProtect ? __ldg(kn) : 0.f;
+    else cx.A = kProtect ? __ldg(kn) + (t + 1 < p.n_tiles ? __ldg(kn + 4) : 0.f) : 0.f;
     if constexpr (kProtect) {
       if (kHooks)
-        for_recs(cx, kScore, [&](int r, const InjRec& rec) {
-          inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
+        for_recs<kT>(cx, kScore, [&](int r, const InjRec& rec) {
+          inj_frag<NT>(s, rec.row - cx.wrow0, rec_col<kT>(rec, cx), rec, cx.inj_log + 2 * r, lane);
         });
     }
     TileOut<1> to;
-    const bool masked = (t >= mfrom) | (t < mto);  // (one predicate of the two warp-uniform bounds)
+    // (one predicate of the warp-uniform bounds; a step whose second tile is past n, an odd count,
+    // takes the masked softmax, which turns those keys to -inf: past Sk, the diagonal or the mask)
+    const bool masked = kT == 1 ? (t >= mfrom) | (t < mto) : (t + 1 >= mfrom) | (t + 1 >= n) | (t < mto);
     if (masked) {
+      if constexpr (kT == 2 && L::kCols) {
+        if (t + 1 >= p.n_tiles) {  // a second tile past the keys: its K^c rows are the next head's
+#pragma unroll
+          for (int e = 4; e < 8; ++e) sc[0][e] = 0.f;
+        }
+      }
       softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, kHooks);
       check_tile<kProtect, true>(s, sc, st.qtol, to, cx);
     } else {
@@ -347,11 +371,11 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       __syncwarp();
       if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
       Ctx cp = cx;
-      cp.t = t - 1;
-      pv_hooks<D, kProtect, kHooks>(st, cp);
+      cp.t = t - kT;
+      pv_hooks<D, kProtect, kHooks, 1, kT>(st, cp);
     }
 
-    online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
+    online_update<D, kProtect, kHooks, 1, true, kT>(st, to, cx);
     // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
     // own registers and ~20 moves per tile into pa.
     pack_p<T>(s, pa);
@@ -359,12 +383,13 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     have_p = true;
     p_slot = slot;
     p_par = par;
+    p_t = t;
     if (++slot == S) {
       slot = 0;
       par ^= 1u;
     }
-    ++t;
-    if constexpr (kProtect) kn += 4;
+    t += kT;
+    if constexpr (kProtect) kn += 4 * kT;
   }
   if (have_p) {
     mbar_wait(&ring.vfull[p_slot], p_par);
@@ -376,122 +401,10 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
     __syncwarp();
     if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
-    cx.t = n - 1;
-    pv_hooks<D, kProtect, kHooks>(st, cx);
+    cx.t = kT == 1 ? n - 1 : p_t;
+    pv_hooks<D, kProtect, kHooks, 1, kT>(st, cx);
   }
   nonfinite_in |= sticky;  // (measurement builds: keeps their checks' verdict live)
-}
-
-// O += P V of one unprotected step of kKeys keys, asynchronous: P from registers (pa) or, with
-// kPSmem, from the warpgroup's P buffer (descriptor dp, K-major as Q's tile: 64-key halves of
-// [64 rows][128 B]); dv: the slot's V (N-major, its kKeys rows contiguous: a k16 step is 16 rows).
-template <typename T, int D>
-__device__ __forceinline__ void issue_pv_wide(State<D, 1>& st, const uint32_t (&pa)[1][Lay<D, false>::kKeys / 16][4],
-                                              uint64_t dp, uint64_t dv) {
-  using L = Lay<D, false>;
-#pragma unroll
-  for (int kk = 0; kk < L::kKeys / 16; ++kk) {
-    if constexpr (L::kPSmem)
-      wgmma_ss_t<T, D>(&st.o[0][0][0], desc_add(dp, (kk / 4) * 64 * 128 + (kk % 4) * 32), desc_add(dv, kk * 2048), 1);
-    else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
-  }
-}
-
-// P of one step stored to the warpgroup's P buffer sp (the layout issue_pv_wide reads; 128-byte
-// swizzle: chunk c of row r at c ^ (r % 8)): one stmatrix.x4 a k16 step, each warp its 16 rows (so
-// the PV wgmma needs no barrier past the warp's own: each warp's rows of A are its own P).
-template <int KS>
-__device__ __forceinline__ void store_p(const uint32_t (&pa)[1][KS][4], uint32_t sp, int wi, int lane) {
-  const int r = 16 * wi + (lane & 7) + 8 * ((lane >> 3) & 1);
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
-    const int chunk = 2 * (kk % 4) + (lane >> 4);
-    stsm_x4(sp + (kk / 4) * 64 * 128 + r * 128 + ((chunk ^ (lane & 7)) << 4), pa[0][kk]);
-  }
-  fence_proxy_async_smem();  // generic-proxy stores before the async proxy's (wgmma's) reads
-  __syncwarp();
-}
-
-// B53 step 1: the unprotected consumer's pass at kTiles = 2 (EFTA_K128): steps of kKeys keys, t =
-// t0, t0 + 2, ... < n, each one S wgmma, one softmax and one O rescale. Tile indices keep their
-// 64-key meaning (the masks, causal bounds, mfrom / mto); a step whose second tile is past n (an odd
-// count) takes the masked softmax, whose bounds turn those keys to -inf (past Sk, the diagonal or the
-// mask's last live tile).
-template <typename T, int D>
-__device__ __forceinline__ void consume_wide(State<D, 1>& st, const Params& p, Ctx cx, uint32_t sq, uint32_t sp,
-                                             const Ring& ring, int t0, int n, int mfrom, int mto, int pos0) {
-  using L = Lay<D, false>;
-  constexpr int S = L::kStages, NT = L::kKeys / 8, KS = L::kKeys / 16;
-  const int lane = cx.lane, wi = cx.w & 3;
-  const uint32_t ring0 = smem_u32(ring.base);
-  const uint64_t dq = desc_k_sw128(sq), dk = desc_k_sw128(ring0), dv = desc_mn_sw128(ring0 + L::kK, L::kVHalf);
-  const uint64_t dp = desc_k_sw128(sp);
-  int slot = pos0 % S;
-  uint32_t par = (uint32_t)((pos0 / S) & 1);
-  float acc[L::kN / 2];
-  uint32_t pa[1][KS][4];
-  bool have_p = false;
-  int p_slot = 0;
-  uint32_t p_par = 0;
-  for (int t = t0; t < n; t += L::kTiles) {
-    const uint64_t dks = desc_add(dk, slot * L::kStage);
-    mbar_wait(&ring.kfull[slot], par);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss<T, L::kN>(acc, desc_add(dq, (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
-                         desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
-    wgmma_commit();
-    const bool pv_flight = have_p;
-    if (have_p) {
-      mbar_wait(&ring.vfull[p_slot], p_par);
-      wgmma_fence();
-      issue_pv_wide<T, D>(st, pa, dp, desc_add(dv, p_slot * L::kStage));
-      wgmma_commit();
-      have_p = false;
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
-    reg_fence<L::kN / 2>(acc);
-    float s[1][NT][4], sc[1][4] = {};
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
-    cx.t = t;
-    cx.j0 = t * kBlockN;
-    TileOut<1> to;
-    const int t_last = t + L::kTiles - 1;
-    if ((t_last >= mfrom) | (t_last >= n) | (t < mto)) softmax_tile<T, D, false, true>(s, sc, st.m, st.qtol, to, cx, false);
-    else softmax_tile<T, D, false, false>(s, sc, st.m, st.qtol, to, cx, false);
-    wgmma_wait<0>();
-    reg_fence<D / 2>(&st.o[0][0][0]);
-    if (pv_flight) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
-    }
-    online_update<D, false, false, 1, true>(st, to, cx);
-    pack_p<T>(s, pa);
-    if constexpr (L::kPSmem) store_p(pa, sp, wi, lane);  // PV(t - 1), its reader, is done
-    have_p = true;
-    p_slot = slot;
-    p_par = par;
-    if (++slot == S) {
-      slot = 0;
-      par ^= 1u;
-    }
-  }
-  if (have_p) {
-    mbar_wait(&ring.vfull[p_slot], p_par);
-    wgmma_fence();
-    issue_pv_wide<T, D>(st, pa, dp, desc_add(dv, p_slot * L::kStage));
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence<D / 2>(&st.o[0][0][0]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
-  }
 }
 
 // kPad: the build for a mask with one row per (batch, head) (mc_sq == 0: a padding mask), which starts
@@ -524,9 +437,8 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   uint8_t* sQ = base;
   Ring ring;
   ring.base = base + L::kQ;
-  uint8_t* sP = ring.base + S * L::kStage;  // EFTA_P_SMEM: P of each consumer warpgroup (1024-aligned)
-  uint64_t* bars = reinterpret_cast<uint64_t*>(sP + L::kP);
-  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(sP + L::kP + 64 * 8);  // d=64: one per consumer thread
+  uint64_t* bars = reinterpret_cast<uint64_t*>(ring.base + S * L::kStage);
+  Alarm1<1>* alarm_recs = reinterpret_cast<Alarm1<1>*>(ring.base + S * L::kStage + 64 * 8);  // d=64: one per consumer thread
   uint64_t* qfull = bars;
   ring.kfull = bars + 1;
   ring.vfull = ring.kfull + S;
@@ -605,8 +517,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
               tma_load_4d(st + hh * L::kKHalf + j * kBlockN * 128, &tmK, &ring.kfull[slot], hh * 64, (t + j) * kBlockN,
                           hk, b);
             if constexpr (L::kCols)
-              tma_load_2d(st + hh * L::kKHalf + kBlockN * 128, &tmKc, &ring.kfull[slot], hh * 64,
-                          (int)((tile_base + t) * 8));
+#pragma unroll
+              for (int j = 0; j < L::kTiles; ++j)
+                tma_load_2d(st + hh * L::kKHalf + L::kKeys * 128 + j * 8 * 128, &tmKc, &ring.kfull[slot], hh * 64,
+                            (int)((tile_base + t + j) * 8));
           }
           mbar_expect_tx(&ring.vfull[slot], L::kV + L::kVc);
 #pragma unroll
@@ -616,7 +530,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
               tma_load_4d(st + L::kK + hh * L::kVHalf + j * kBlockN * 128, &tmV, &ring.vfull[slot], hh * 64,
                           (t + j) * kBlockN, hk, b);
           if constexpr (L::kCols)
-            tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
+#pragma unroll
+            for (int j = 0; j < L::kTiles; ++j)
+              tma_load_2d(st + L::kK + L::kV + j * kBlockN * 128, &tmVc, &ring.vfull[slot], 0,
+                          (int)((tile_base + t + j) * kBlockN));
         }
         if (first) stamp.mark(4);
       }
@@ -684,9 +601,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     mfrom = __shfl_sync(kFull, mfrom, 0);
     mto = __shfl_sync(kFull, mto, 0);
     if (first) stamp.mark(6, kStampC);
-    if constexpr (L::kTiles == 2)
-      consume_wide<T, D>(st, p, cx, sq, smem_u32(sP) + c * 64 * L::kKeys * 2, ring, t0, n, mfrom, mto, pos0);
-    else if (kProtect && first && injected)
+    if (kProtect && first && injected)
       consume<T, D, kProtect, kProtect>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                         alarm_t);
     else

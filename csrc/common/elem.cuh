@@ -59,13 +59,6 @@ __device__ __forceinline__ void ldsm_x4(uint32_t* r, uint32_t addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-// The inverse of ldsm_x4 (sm90): four 8x8 matrices of 16-bit pairs, lane l's address the row of
-// matrix l / 8 it points at, register i the lane's pair of matrix i.
-__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t* r) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-               "r"(r[2]), "r"(r[3])
-               : "memory");
-}
 
 // Encodings a bit flip acts on (ftcompile.abft.injection: fmt "fp32", "bf16", "fp16").
 enum FlipFmt : int { kFlipFp32 = 0, kFlipBf16 = 1, kFlipFp16 = 2 };

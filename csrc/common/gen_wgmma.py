@@ -3,8 +3,6 @@ operands: too many to type by hand), and wgmma_ss<T, N> / wgmma_rs<T, N, tnsp> t
 element type and shape. Run: python csrc/common/gen_wgmma.py
 
   ss: A and B from shared memory (descriptors, both K-major)       - GEMM mainloop, attention S = Q K^T
-  ss_t: ss with B N-major                                            - attention O += P V with P stored
-                                                                       to shared memory (EFTA_P_SMEM)
   rs: A from registers (4 x 16-bit pairs), B from shared memory;    - attention O += P V (B N-major:
       tnsp = 1 reads B N-major (V as stored), 0 K-major               V as stored); the tile-local
                                                                       check's GEMM mainloop (x's
@@ -14,8 +12,7 @@ element type and shape. Run: python csrc/common/gen_wgmma.py
 """
 from pathlib import Path
 
-SS = (256, 200, 192, 136, 128, 72, 64, 40, 32)  # gemm tiles (128x256, 128x192, 128x128; +8 tile checksum columns: 200, 136); attention S (+ 8 checksum columns) / S unprotected; thin kernel x tiles (32, 64, 128 rows of x, + 8 checksum columns)
-SS_T = (64, 128)  # attention O at d=64, d=128 from P in shared memory
+SS = (256, 200, 192, 144, 136, 128, 72, 64, 40, 32)  # gemm tiles (128x256, 128x192, 128x128; +8 tile checksum columns: 200, 136); attention S (+ 8 checksum columns) / S unprotected, at 64 and 128 keys a step (144: two tiles' checksum columns); thin kernel x tiles (32, 64, 128 rows of x, + 8 checksum columns)
 RS = ((64, 1), (128, 1), (200, 0), (192, 0), (136, 0), (128, 0))  # (N, tnsp): attention O at d=64, d=128; tile-check GEMM tiles (K-major W)
 RS_CS = (72, 136)         # attention O and its 8 checksum columns at d=64, d=128
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
@@ -25,19 +22,18 @@ def _operands(regs: int) -> str:
     return ",\n        ".join(", ".join(f'"+f"(d[{i + j}])' for j in range(min(8, regs - i))) for i in range(0, regs, 8))
 
 
-def ss(n: int, name: str, ptx: str, tnsp_b: int = 0) -> str:
+def ss(n: int, name: str, ptx: str) -> str:
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
-    major, suffix = ("N-major", "_tb") if tnsp_b else ("K-major", "")
     return f"""
-// D[64x{n}] (+)= A[64x16] * B[16x{n}]; A K-major, B {major} in shared memory (descriptors), fp32 accumulators.
-__device__ __forceinline__ void wgmma_m64n{n}k16_{name}{suffix}(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {{
+// D[64x{n}] (+)= A[64x16] * B[16x{n}]; A, B K-major in shared memory (descriptors), fp32 accumulators.
+__device__ __forceinline__ void wgmma_m64n{n}k16_{name}(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {{
   asm volatile(
       "{{\\n"
       ".reg .pred p;\\n"
       "setp.ne.b32 p, %{regs + 2}, 0;\\n"
       "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} "
-      "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, {tnsp_b};\\n"
+      "{{{outs}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n"
       "}}\\n"
       : {_operands(regs)}
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
@@ -77,7 +73,7 @@ __device__ __forceinline__ void {head} {{
 
 
 def dispatch() -> str:
-    """wgmma_ss<T, N>, wgmma_ss_t<T, N>, wgmma_rs<T, N, tnsp>, wgmma_rs_cs<T, N>: the wrappers above by element type and shape."""
+    """wgmma_ss<T, N>, wgmma_rs<T, N, tnsp>, wgmma_rs_cs<T, N>: the wrappers above by element type and shape."""
     def chain(fmt, shapes):
         lines = []
         for name, _ in TYPES:
@@ -87,8 +83,6 @@ def dispatch() -> str:
                 lines.append(f"  {'if' if not lines else 'else if'} constexpr ({cond}) {fmt(name, shape)};")
         return "\n".join(lines) + '\n  else static_assert(sizeof(T) == 0, "no wgmma wrapper for this type and shape");'
     ss_body = chain(lambda nm, sh: f"wgmma_m64n{sh['N']}k16_{nm}(d, desc_a, desc_b, accumulate)", [dict(N=n) for n in SS])
-    sst_body = chain(lambda nm, sh: f"wgmma_m64n{sh['N']}k16_{nm}_tb(d, desc_a, desc_b, accumulate)",
-                     [dict(N=n) for n in SS_T])
     rs_body = chain(lambda nm, sh: f"wgmma_rs_m64n{sh['N']}k16_{nm}_t{sh['TNSP']}(d, a, desc_b)",
                     [dict(N=n, TNSP=t) for n, t in RS])
     cs_body = chain(lambda nm, sh: f"wgmma_rs_cs_m64n{sh['N']}k16_{nm}(d, dc, a, desc_b)", [dict(N=n) for n in RS_CS])
@@ -96,10 +90,6 @@ def dispatch() -> str:
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {{
 {ss_body}
-}}
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_ss_t(float* d, uint64_t desc_a, uint64_t desc_b, int accumulate) {{
-{sst_body}
 }}
 template <typename T, int N, int TNSP>
 __device__ __forceinline__ void wgmma_rs(float* d, const uint32_t* a, uint64_t desc_b) {{
@@ -119,7 +109,6 @@ def main() -> None:
              "#include <stdint.h>\n\n#include <type_traits>\n\nnamespace sm90 {\n"]
     for name, ptx in TYPES:
         parts += [ss(n, name, ptx) for n in SS]
-        parts += [ss(n, name, ptx, tnsp_b=1) for n in SS_T]
         parts += [rs(n, t, name, ptx) for n, t in RS]
         parts += [rs(n, 1, name, ptx, cs=True) for n in RS_CS]
     parts.append(dispatch())
