@@ -22,8 +22,10 @@ from bench_gemm import ceilings, graph_times, make_sets  # noqa: E402
 
 # (N, K) of W: Llama-7B/8B's decode linears, and two smaller ones for the trend.
 SHAPES = [(4096, 4096), (11008, 4096), (4096, 11008), (14336, 4096), (2048, 4096), (4096, 1024)]
-# (elements a block loads per iteration, iterations a program, warps)
-CONFIGS = [(4096, 4, 4), (4096, 8, 4), (8192, 4, 8), (8192, 8, 8), (16384, 4, 8)]
+# (elements a block loads per iteration, iterations a program, warps); run 77c: more than 4
+# iterations a program were slower everywhere (fewer programs in flight)
+CONFIGS = [(4096, 1, 4), (4096, 2, 4), (4096, 4, 4), (8192, 1, 8), (8192, 2, 8), (8192, 4, 8), (16384, 1, 8),
+           (16384, 2, 16), (32768, 1, 16)]
 
 
 @triton.jit
