@@ -188,24 +188,12 @@ __device__ __forceinline__ Ctx make_ctx(const Params& p, int lane, int w, int b,
   return cx;
 }
 
-// The injections of `stage` into the step of kT key tiles from tile cx.t (f(r, rec); a key column of
-// rec is then rec_col(rec, cx), counted from the step's first key).
-template <int kT = 1, typename F>
+template <typename F>
 __device__ __forceinline__ void for_recs(const Ctx& cx, int stage, F f) {
   for (int r = 0; r < cx.n_inj; ++r) {
     const InjRec rec = cx.inj[r];
-    if constexpr (kT == 1) {
-      if (rec.stage == stage && rec.tile == cx.t && hits(rec, cx.b, cx.h, cx.wrow0, cx.rows)) f(r, rec);
-    } else {
-      if (rec.stage == stage && (unsigned)(rec.tile - cx.t) < (unsigned)kT && hits(rec, cx.b, cx.h, cx.wrow0, cx.rows))
-        f(r, rec);
-    }
+    if (rec.stage == stage && rec.tile == cx.t && hits(rec, cx.b, cx.h, cx.wrow0, cx.rows)) f(r, rec);
   }
-}
-template <int kT>
-__device__ __forceinline__ int rec_col(const InjRec& rec, const Ctx& cx) {
-  if constexpr (kT == 1) return rec.col;
-  else return rec.col + kBlockN * (rec.tile - cx.t);
 }
 
 // Corrupt element (row rl of the warp, column col) of an accumulator fragment array.
@@ -328,11 +316,11 @@ __device__ __forceinline__ void pv_mma(State<D, MT>& st, const uint32_t (&pa)[MT
 
 // The P-operand injection hook of tile cx.t: one 16-bit P value the PV MMA consumes (packed after the
 // tile's check), at (row, key) of the tile; pa in pack_p's layout.
-template <typename T, bool kProtect, bool kHooks, int MT, int KS>
-__device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][KS][4], const Ctx& cx) {
+template <typename T, bool kProtect, bool kHooks, int MT>
+__device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][4][4], const Ctx& cx) {
   if constexpr (kProtect && kHooks) {
-    for_recs<KS / 4>(cx, kPMma, [&](int r, const InjRec& rec) {
-      const int rl = rec.row - cx.wrow0, col = rec_col<KS / 4>(rec, cx), lane = cx.lane;
+    for_recs(cx, kPMma, [&](int r, const InjRec& rec) {
+      const int rl = rec.row - cx.wrow0, col = rec.col, lane = cx.lane;
       if ((lane >> 2) != (rl & 7) || (lane & 3) != ((col >> 1) & 3)) return;
       const int mt = rl >> 4, nt = col >> 3, kk = nt >> 1, i = 2 * (nt & 1) + ((rl >> 3) & 1);
       // Registers are indexed by constants only: select the word, corrupt its half, select it back.
@@ -340,7 +328,7 @@ __device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][KS][4], const Ctx& cx
 #pragma unroll
       for (int m2 = 0; m2 < MT; ++m2)
 #pragma unroll
-        for (int k2 = 0; k2 < KS; ++k2)
+        for (int k2 = 0; k2 < 4; ++k2)
 #pragma unroll
           for (int i2 = 0; i2 < 4; ++i2) word = (m2 == mt && k2 == kk && i2 == i) ? pa[m2][k2][i2] : word;
       float2 v = Elem<T>::unpack(word);
@@ -353,7 +341,7 @@ __device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][KS][4], const Ctx& cx
 #pragma unroll
       for (int m2 = 0; m2 < MT; ++m2)
 #pragma unroll
-        for (int k2 = 0; k2 < KS; ++k2)
+        for (int k2 = 0; k2 < 4; ++k2)
 #pragma unroll
           for (int i2 = 0; i2 < 4; ++i2)
             if (m2 == mt && k2 == kk && i2 == i) pa[m2][k2][i2] = word;
@@ -361,14 +349,13 @@ __device__ __forceinline__ void p_hooks(uint32_t (&pa)[MT][KS][4], const Ctx& cx
   }
 }
 
-// P of one tile (NT n8 blocks of keys) packed to 16 bits as the A operand of PV (mma.sync A fragment
-// layout).
-template <typename T, int MT, int NT>
-__device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&pa)[MT][NT / 2][4]) {
+// P of one tile packed to 16 bits as the A operand of PV (mma.sync A fragment layout).
+template <typename T, int MT>
+__device__ __forceinline__ void pack_p(const float (&s)[MT][8][4], uint32_t (&pa)[MT][4][4]) {
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < NT / 2; ++kk) {
+    for (int kk = 0; kk < 4; ++kk) {
       pa[mt][kk][0] = Elem<T>::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
       pa[mt][kk][1] = Elem<T>::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
       pa[mt][kk][2] = Elem<T>::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
@@ -378,9 +365,8 @@ __device__ __forceinline__ void pack_p(const float (&s)[MT][NT][4], uint32_t (&p
 
 // Softmax numerators of one tile (in place in s: the fp32 P stays for check_tile and pack_p), the
 // tile's row max, row sums, and the rowmax check. `hooks`: apply pending fault injections (rowmax, exp).
-// NT: n8 blocks of keys, 8 (a 64-key tile) or 16 (an unprotected 128-key step, EFTA_K128).
-template <typename T, int D, bool kProtect, bool kMasked, int MT, int NT>
-__device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float (&sc)[MT][NT / 2], const float (&m_old)[2 * MT],
+template <typename T, int D, bool kProtect, bool kMasked, int MT>
+__device__ __forceinline__ void softmax_tile(float (&s)[MT][8][4], const float (&sc)[MT][4], const float (&m_old)[2 * MT],
                                              const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx, bool hooks) {
   const int lane = cx.lane, tq = lane & 3, rq = lane >> 2;
   float lm[2 * MT];
@@ -393,7 +379,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int rr = 2 * mt + (e >> 1);
@@ -415,18 +401,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
           s[mt][nt][e] = live ? fmaf(x, cx.scale, bias) : -INFINITY;
         }
   }
-  // The lane's row maxima as trees (depth 4 at NT = 8, not a chain of 16: the max is on the critical path
+  // The lane's row maxima as trees (depth 4, not a chain of 16: the max is on the critical path
   // between the S wgmma and the exponentials).
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     const int mt = rr >> 1, hh = rr & 1;
-    float v[NT];
+    float v[8];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) v[nt] = fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]);
-    if constexpr (NT == 16) {  // (written out: as a loop from w = 8, ptxas kept v in local memory)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = fmaxf(v[i], v[i + 8]);
-    }
+    for (int nt = 0; nt < 8; ++nt) v[nt] = fmaxf(s[mt][nt][2 * hh], s[mt][nt][2 * hh + 1]);
 #pragma unroll
     for (int w = 4; w >= 1; w >>= 1)
 #pragma unroll
@@ -445,7 +427,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
   }
   if constexpr (kProtect) {
     if (hooks)
-      for_recs<NT / 8>(cx, kRowmax, [&](int r, const InjRec& rec) {
+      for_recs(cx, kRowmax, [&](int r, const InjRec& rec) {
         const int rl = rec.row - cx.wrow0, target = rr_of(rl);
         if ((lane >> 2) != (rl & 7)) return;
 #pragma unroll
@@ -471,7 +453,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int rr = 2 * mt + (e >> 1);
@@ -488,8 +470,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
       }
   if constexpr (kProtect) {
     if (hooks)
-      for_recs<NT / 8>(cx, kExp, [&](int r, const InjRec& rec) {
-        inj_frag<NT>(s, rec.row - cx.wrow0, rec_col<NT / 8>(rec, cx), rec, cx.inj_log + 2 * r, lane);
+      for_recs(cx, kExp, [&](int r, const InjRec& rec) {
+        inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
       });
   }
 #pragma unroll
@@ -497,7 +479,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) to.lsum[2 * mt + (e >> 1)] += s[mt][nt][e];
   if constexpr (kProtect) {
@@ -518,8 +500,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[MT][NT][4], const float 
 
 // log2 of the product of each row group's 16 P values, exactly: (sum of exponent fields, product of
 // mantissas), right for every normal P and immune to underflow of the product, at 3 ops per element.
-template <int MT, int NT>
-__device__ __forceinline__ void exact_log2_products(const float (&s)[MT][NT][4], TileOut<MT>& to, float (&meas)[2 * MT]) {
+template <int MT>
+__device__ __forceinline__ void exact_log2_products(const float (&s)[MT][8][4], TileOut<MT>& to, float (&meas)[2 * MT]) {
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     to.E[rr] = to.E2[rr] = 0u;
@@ -528,7 +510,7 @@ __device__ __forceinline__ void exact_log2_products(const float (&s)[MT][NT][4],
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int rr = 2 * mt + (e >> 1);
@@ -546,8 +528,8 @@ __device__ __forceinline__ void exact_log2_products(const float (&s)[MT][NT][4],
 #pragma unroll
   for (int rr = 0; rr < 2 * MT; ++rr) {
     to.E[rr] += to.E2[rr];
-    to.M[rr] *= to.M2[rr];  // < 2^(2 NT): exact enough, no overflow
-    meas[rr] = (float)((int)to.E[rr] - 2 * NT * 127) + lg2(to.M[rr]);
+    to.M[rr] *= to.M2[rr];  // < 2^16: exact enough, no overflow
+    meas[rr] = (float)((int)to.E[rr] - 16 * 127) + lg2(to.M[rr]);
   }
 }
 
@@ -563,8 +545,8 @@ __device__ __forceinline__ float mul_ftz(float a, float b) {
 // row, started at 2^63 and flushed to zero on underflow, so a nonzero result had no subnormal
 // intermediate and is exact to ~16 roundings; a lane whose products underflowed (sum of the exponent
 // arguments below about -190 per chain) takes the exact path instead. Masked tiles always do.
-template <bool kProtect, bool kMasked, int MT, int NT>
-__device__ __forceinline__ void check_tile(const float (&s)[MT][NT][4], const float (&sc)[MT][NT / 2],
+template <bool kProtect, bool kMasked, int MT>
+__device__ __forceinline__ void check_tile(const float (&s)[MT][8][4], const float (&sc)[MT][4],
                                            const float (&qtol)[2 * MT], TileOut<MT>& to, const Ctx& cx) {
   if constexpr (kProtect) {
 #pragma unroll
@@ -578,35 +560,6 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][NT][4], const fl
     float meas[2 * MT];
     if constexpr (kMasked) {
       exact_log2_products(s, to, meas);
-    } else if constexpr (NT == 16) {  // (a 128-key step: four chains of 8, two products of 16)
-      float pc[4][2 * MT];
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) pc[0][rr] = pc[1][rr] = pc[2][rr] = pc[3][rr] = 0x1p63f;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int rr = 2 * mt + (e >> 1);
-            pc[nt & 3][rr] = mul_ftz(pc[nt & 3][rr], s[mt][nt][e]);
-          }
-      bool underflow = false;
-#pragma unroll
-      for (int rr = 0; rr < 2 * MT; ++rr) {
-        to.M[rr] = mul_ftz(pc[0][rr], pc[1][rr]);  // 2^126 times the product of the 16 (nt & 3 < 2)
-        to.M2[rr] = mul_ftz(pc[2][rr], pc[3][rr]);
-        underflow |= !(to.M[rr] >= 0x1p-126f) || !(to.M2[rr] >= 0x1p-126f);
-      }
-      if (underflow) {
-        exact_log2_products(s, to, meas);
-      } else {
-#pragma unroll
-        for (int rr = 0; rr < 2 * MT; ++rr) {
-          meas[rr] = (lg2(to.M[rr]) - 126.f) + (lg2(to.M2[rr]) - 126.f);
-          to.M[rr] = meas[rr];  // (the digest's product term: both halves)
-        }
-      }
     } else {
       float pe[2 * MT], po[2 * MT];
 #pragma unroll
@@ -644,18 +597,16 @@ __device__ __forceinline__ void check_tile(const float (&s)[MT][NT][4], const fl
       const int mt = rr >> 1, hh = rr & 1;
       // scale * S^c in log2 units, and the GEMM-I bound |sum S - S^c| in the same units: qtol
       // (scale log2(e) C_GEMM ||q||, per row) times the tile's sum of ||k||.
-      float a = sc[mt][2 * hh] + sc[mt][2 * hh + 1];
-      if constexpr (NT == 16) a += sc[mt][4 + 2 * hh] + sc[mt][5 + 2 * hh];  // the second tile's columns
-      a *= cx.ka;
+      const float a = (sc[mt][2 * hh] + sc[mt][2 * hh + 1]) * cx.ka;
       const float tol_g = qtol[rr] * cx.A;
       // NaN never passes: the comparisons are written as !(|d| <= tol).
       if constexpr (kMasked) {
         const float dg = fabsf(fmaf(to.gs[rr], cx.scale_log2, -a)), de = fabsf(meas[rr] - to.gx[rr]);
-        const float te = 0x1p-19f * (2.f * NT + fabsf(to.gx[rr]));
+        const float te = 0x1p-19f * (16.f + fabsf(to.gx[rr]));
         to.grpbad[rr] = !(dg <= tol_g) || !(de <= te) || !(tol_g < 0x1p100f);
         if (kDbg && cx.dbg != nullptr) dbg_ratio_max(cx.dbg + 1, dg, tol_g, de, te);
       } else {
-        const float b = 2.f * NT * to.mx[rr];  // softmax_tile's value: no second multiply and select
+        const float b = 16.f * to.mx[rr];  // softmax_tile's value: no second multiply and select
         const float d = fabsf(meas[rr] - (a - b));
         const float tol = fmaf(0x1p-20f, fabsf(a) + fabsf(b), fmaf(qtol[rr], cx.A, 0x1p-16f));
         // A huge score (exponent flip) can overflow 16 m and with it the tolerance: never pass that.
@@ -723,17 +674,17 @@ __device__ __forceinline__ Alarm1<MT> alarm_record(const TileOut<MT>& to) {
   return a;
 }
 
-template <int MT, int NT>
-__device__ __forceinline__ bool any_nonfinite(const float (&s)[MT][NT][4], const float (&sc)[MT][NT / 2]) {
+template <int MT>
+__device__ __forceinline__ bool any_nonfinite(const float (&s)[MT][8][4], const float (&sc)[MT][4]) {
   bool nf = false;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) nf |= !isfinite(s[mt][nt][e]);
 #pragma unroll
-    for (int e = 0; e < NT / 2; ++e) nf |= !isfinite(sc[mt][e]);
+    for (int e = 0; e < 4; ++e) nf |= !isfinite(sc[mt][e]);
   }
   return nf;
 }
@@ -782,7 +733,7 @@ __device__ __forceinline__ void alarm_outcome(const Alarm1<MT>& a, const TileOut
 // the rescale of O would leave it bit for bit as it is, so it is skipped (a warp-uniform branch;
 // after the first tiles a row's max rarely moves). The mma.sync kernel keeps the multiplies: the
 // branch cost it 36 B more spills and ~2 % (NOTES_attention.md B16).
-template <int D, bool kProtect, bool kHooks, int MT, bool kSkipSame = false, int kT = 1>
+template <int D, bool kProtect, bool kHooks, int MT, bool kSkipSame = false>
 __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT>& to, const Ctx& cx) {
   const int lane = cx.lane, tq = lane & 3;
   bool same = kSkipSame;
@@ -797,7 +748,7 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
     st.m[rr] = to.m_new[rr];
   }
   if constexpr (kProtect && kHooks) {
-    for_recs<kT>(cx, kRowsum, [&](int r, const InjRec& rec) {
+    for_recs(cx, kRowsum, [&](int r, const InjRec& rec) {
         // l is spread over the quad until the end: corrupt the row's total, keep it in lane 0 of the quad.
         float full[2 * MT];
 #pragma unroll
@@ -838,13 +789,13 @@ __device__ __forceinline__ void online_update(State<D, MT>& st, const TileOut<MT
 
 // The PV-accumulator injection hooks of tile cx.t (after that tile's PV MMAs): an element of O, or
 // the MMA-path row sum (the first of its three copies: column 6 of O^c, lane 3 of the row's quad).
-template <int D, bool kProtect, bool kHooks, int MT, int kT = 1>
+template <int D, bool kProtect, bool kHooks, int MT>
 __device__ __forceinline__ void pv_hooks(State<D, MT>& st, const Ctx& cx) {
   if constexpr (kProtect && kHooks) {
-    for_recs<kT>(cx, kPV, [&](int r, const InjRec& rec) {
+    for_recs(cx, kPV, [&](int r, const InjRec& rec) {
         inj_frag<D / 8>(st.o, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, cx.lane);
       });
-    for_recs<kT>(cx, kRowsumMma, [&](int r, const InjRec& rec) {
+    for_recs(cx, kRowsumMma, [&](int r, const InjRec& rec) {
         float (&oc)[MT][1][4] = reinterpret_cast<float (&)[MT][1][4]>(st.oc);
         inj_frag<1>(oc, rec.row - cx.wrow0, 6, rec, cx.inj_log + 2 * r, cx.lane);
       });

@@ -30,24 +30,6 @@ namespace efta {
 namespace h90 {
 
 
-// Measurement builds (NOTES_attention.md B53, B54): -DEFTA_K128=1 steps the unprotected d=64 kernel
-// through keys 128 at a time (two 64-key tiles a ring slot, one S wgmma, one softmax and one O rescale
-// a step), -DEFTA_K128_FT=1 the protected one (one unified check a row per step, over both tiles'
-// checksum columns); -DEFTA_K128_STAGES: the ring depth at 128 keys (default: 4 unprotected, 3
-// protected, whose 50 KB stages allow no more).
-#ifndef EFTA_K128
-#define EFTA_K128 0
-#endif
-#ifndef EFTA_K128_FT
-#define EFTA_K128_FT 0
-#endif
-#ifndef EFTA_K128_STAGES
-#define EFTA_K128_STAGES 0
-#endif
-#ifndef EFTA_K128_SERIAL
-#define EFTA_K128_SERIAL 0
-#endif
-
 template <int D, bool kProtect>
 struct Lay {
   // Consumer warpgroups of 64 query rows: 3 (more warps to hide the softmax chain; 160 registers
@@ -58,18 +40,16 @@ struct Lay {
   static constexpr int kBM = 64 * kCons;
   static constexpr int kThreadsH = 128 * (kCons + 1);
   static constexpr int kHalves = D / 64;  // 64-column (128-byte) TMA boxes per row
-  static constexpr int kTiles = D == 64 && (kProtect ? EFTA_K128_FT : EFTA_K128) ? 2 : 1;  // 64-key tiles a step (a ring slot)
-  static constexpr int kKeys = kTiles * kBlockN;
   // Ring depth: 4 at both head dims (two-slot rings at d=128 left the consumers waiting for K at
   // every tile: 29 % of their stall samples, NOTES_attention.md run D). One CTA per SM, so the shared memory is there
   // (protected: d=64 ~133 KB, d=128 ~217 KB).
-  static constexpr int kStages = kTiles == 1 ? 4 : EFTA_K128_STAGES ? EFTA_K128_STAGES : kProtect ? 3 : 4;
+  static constexpr int kStages = 4;
   static constexpr int kQ = kBM * D * 2;                               // [half][kBM rows][128 B]
   // The checksum columns (K^c rows, V^c box); measurement level 4 (EFTA_ABLATE) runs without them.
   static constexpr bool kCols = kProtect && kAbl < 4;
-  static constexpr int kKHalf = (kKeys + (kCols ? 8 * kTiles : 0)) * 128;  // K rows, then each tile's 8 K^c rows
+  static constexpr int kKHalf = (kBlockN + (kCols ? 8 : 0)) * 128;  // K rows, then the K^c rows
   static constexpr int kK = kHalves * kKHalf;
-  static constexpr int kVHalf = kKeys * 128;
+  static constexpr int kVHalf = kBlockN * 128;
   static constexpr int kV = kHalves * kVHalf;
   // V^c: the 8 checksum columns of the tile's keys as one more 64-column box of V (columns 8-63 are
   // the TMA's zero fill, never read): the PV wgmma reads [V | V^c] as N = D + 8 columns, one wgmma
@@ -86,15 +66,15 @@ struct Lay {
   static constexpr bool kWarpRedo = D == 128;
   static constexpr int kAlarmRecs = kProtect && !kWarpRedo ? kCons * 128 : 0;
   static constexpr size_t kSmem = 1024 + kQ + (size_t)kStages * kStage + 64 * 8 + kAlarmRecs * sizeof(Alarm1<1>);
-  static constexpr int kN = kKeys + (kCols ? 8 * kTiles : 0);  // S columns per wgmma
+  static constexpr int kN = kBlockN + (kCols ? 8 : 0);  // S columns per wgmma
 };
 
-// O += P V and O^c += P V^c of one step (P in registers; dv: the slot's [V | V^c] descriptor,
-// N-major, the step's keys as rows: a k16 step is 16 rows), asynchronous.
-template <typename T, int D, bool kProtect, int KS>
-__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][KS][4], uint64_t dv) {
+// O += P V and O^c += P V^c of one key tile (P in registers; dv: the slot's [V | V^c] descriptor,
+// N-major), asynchronous.
+template <typename T, int D, bool kProtect>
+__device__ __forceinline__ void issue_pv(State<D, 1>& st, const uint32_t (&pa)[1][4][4], uint64_t dv) {
 #pragma unroll
-  for (int kk = 0; kk < KS; ++kk) {
+  for (int kk = 0; kk < 4; ++kk) {
     if constexpr (Lay<D, kProtect>::kCols)
       wgmma_rs_cs<T, D + 8>(&st.o[0][0][0], &st.oc[0][0], pa[0][kk], desc_add(dv, kk * 2048));
     else wgmma_rs<T, D, 1>(&st.o[0][0][0], pa[0][kk], desc_add(dv, kk * 2048));
@@ -178,14 +158,6 @@ static __device__ __noinline__ bool redo_tile(Redo& r, const Params& p, uint32_t
   return nonfinite;
 }
 
-// Ring slots (steps of kTiles key tiles) that `tiles` tiles fill. (kTiles = 1 spelled out: the
-// rounding, folded or not, moved the protected padding build's registers.)
-template <int kTiles>
-__host__ __device__ __forceinline__ int ring_steps(int tiles) {
-  if constexpr (kTiles == 1) return tiles;
-  else return (tiles + kTiles - 1) / kTiles;
-}
-
 struct Ring {
   uint8_t* base;   // slot s at base + s * kStage
   uint64_t* kfull;
@@ -239,7 +211,7 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
                                         int t0, int n, int mfrom, int mto, int pos0, bool first, bool& nonfinite_in,
                                         Alarm1<1>* a1, int& alarm_t) {
   using L = Lay<D, kProtect>;
-  constexpr int S = L::kStages, kT = L::kTiles, NT = 8 * kT;  // tiles a step; n8 blocks of keys a step
+  constexpr int S = L::kStages;
   const int lane = cx.lane, tq = lane & 3;
   const int64_t tile_base = (int64_t)(cx.b * p.Hk + cx.h / (p.Hq / p.Hk)) * p.n_tiles;
   const uint32_t ring0 = smem_u32(ring.base);
@@ -249,31 +221,18 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
   uint32_t par = (uint32_t)((pos0 / S) & 1);
 
   float acc[L::kN / 2];
-  uint32_t pa[1][4 * kT][4];  // P of the step whose PV is next
+  uint32_t pa[1][4][4];  // P of the tile whose PV is next
   bool have_p = false, sticky = false;
   // The tile to compare on the second attempt (warp-uniform through the shuffle: a uniform register).
   const int redo_t = __shfl_sync(kFull, first ? -1 : alarm_t, 0);
-  int p_slot = 0;  // ring position of the step whose PV is next
+  int p_slot = 0;  // ring position of the tile whose PV is next
   uint32_t p_par = 0;
-  int p_t = 0;  // its first tile
   // Sum of ||k|| over the lane's key group, advanced with t (a pointer rebuilt from t at every tile
   // cost a spilled 64-bit base and its reload).
   const float* kn = kProtect ? p.kn + (tile_base + t0) * 4 + tq : nullptr;
 
   for (int t = t0; t < n;) {
     const uint64_t dks = desc_add(dk, slot * L::kStage);
-    constexpr bool kPvFirst = EFTA_K128_SERIAL == 2 && kT == 2;  // measurement: PV(t-1) done before S(t)
-    bool pv_flight = have_p;
-    if constexpr (kPvFirst) {
-      if (have_p) {
-        mbar_wait(&ring.vfull[p_slot], p_par);
-        wgmma_fence();
-        issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
-        wgmma_commit();
-        have_p = false;
-        wgmma_wait<0>();
-      }
-    }
     mbar_wait(&ring.kfull[slot], par);
     wgmma_fence();
 #pragma unroll
@@ -281,51 +240,42 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       wgmma_ss<T, L::kN>(acc, desc_add(dq, (kk / 4) * L::kBM * 128 + (kk % 4) * 32),
                          desc_add(dks, (kk / 4) * L::kKHalf + (kk % 4) * 32), kk > 0);
     wgmma_commit();
-    if (!kPvFirst && have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
+    const bool pv_flight = have_p;
+    if (have_p) {  // O += P(t-1) V(t-1), on the tensor cores while tile t's softmax runs
       mbar_wait(&ring.vfull[p_slot], p_par);
       wgmma_fence();  // here too: a fence ptxas would insert inside this branch serialises every wgmma
       issue_pv<T, D, kProtect>(st, pa, desc_add(dv, p_slot * L::kStage));
       wgmma_commit();
       have_p = false;
-      if constexpr (EFTA_K128_SERIAL && kT == 2) wgmma_wait<0>();
-      else wgmma_wait<1>();
+      wgmma_wait<1>();
     } else {
       wgmma_wait<0>();
     }
     reg_fence<L::kN / 2>(acc);  // reads of S stay below the wait
 
-    float s[1][NT][4], sc[1][NT / 2];
+    float s[1][8][4], sc[1][4];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[0][nt][e] = acc[4 * nt + e];
 #pragma unroll
-    for (int e = 0; e < NT / 2; ++e) {
-      if constexpr (L::kCols) sc[0][e] = acc[4 * NT + e];  // the checksum columns
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (L::kCols) sc[0][e] = acc[32 + e];  // the checksum columns
       else sc[0][e] = 0.f;
     }
 
     cx.t = t;
     cx.j0 = t * kBlockN;
-    if constexpr (kT == 1) cx.A = kProtect ? __ldg(kn) : 0.f;
-    else cx.A = kProtect ? __ldg(kn) + (t + 1 < p.n_tiles ? __ldg(kn + 4) : 0.f) : 0.f;
+    cx.A = kProtect ? __ldg(kn) : 0.f;
     if constexpr (kProtect) {
       if (kHooks)
-        for_recs<kT>(cx, kScore, [&](int r, const InjRec& rec) {
-          inj_frag<NT>(s, rec.row - cx.wrow0, rec_col<kT>(rec, cx), rec, cx.inj_log + 2 * r, lane);
+        for_recs(cx, kScore, [&](int r, const InjRec& rec) {
+          inj_frag<8>(s, rec.row - cx.wrow0, rec.col, rec, cx.inj_log + 2 * r, lane);
         });
     }
     TileOut<1> to;
-    // (one predicate of the warp-uniform bounds; a step whose second tile is past n, an odd count,
-    // takes the masked softmax, which turns those keys to -inf: past Sk, the diagonal or the mask)
-    const bool masked = kT == 1 ? (t >= mfrom) | (t < mto) : (t + 1 >= mfrom) | (t + 1 >= n) | (t < mto);
+    const bool masked = (t >= mfrom) | (t < mto);  // (one predicate of the two warp-uniform bounds)
     if (masked) {
-      if constexpr (kT == 2 && L::kCols) {
-        if (t + 1 >= p.n_tiles) {  // a second tile past the keys: its K^c rows are the next head's
-#pragma unroll
-          for (int e = 4; e < 8; ++e) sc[0][e] = 0.f;
-        }
-      }
       softmax_tile<T, D, kProtect, true>(s, sc, st.m, st.qtol, to, cx, kHooks);
       check_tile<kProtect, true>(s, sc, st.qtol, to, cx);
     } else {
@@ -371,11 +321,11 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
       __syncwarp();
       if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
       Ctx cp = cx;
-      cp.t = t - kT;
-      pv_hooks<D, kProtect, kHooks, 1, kT>(st, cp);
+      cp.t = t - 1;
+      pv_hooks<D, kProtect, kHooks>(st, cp);
     }
 
-    online_update<D, kProtect, kHooks, 1, true, kT>(st, to, cx);
+    online_update<D, kProtect, kHooks, 1, true>(st, to, cx);
     // P packed only now that PV(t-1) no longer reads pa: packed during the softmax, it needed its
     // own registers and ~20 moves per tile into pa.
     pack_p<T>(s, pa);
@@ -383,13 +333,12 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     have_p = true;
     p_slot = slot;
     p_par = par;
-    p_t = t;
     if (++slot == S) {
       slot = 0;
       par ^= 1u;
     }
-    t += kT;
-    if constexpr (kProtect) kn += 4 * kT;
+    ++t;
+    if constexpr (kProtect) kn += 4;
   }
   if (have_p) {
     mbar_wait(&ring.vfull[p_slot], p_par);
@@ -401,8 +350,8 @@ __device__ __forceinline__ void consume(State<D, 1>& st, const Params& p, Ctx cx
     if constexpr (kProtect) reg_fence<4>(&st.oc[0][0]);
     __syncwarp();
     if (lane == 0) mbar_arrive(&ring.empty[p_slot]);
-    cx.t = kT == 1 ? n - 1 : p_t;
-    pv_hooks<D, kProtect, kHooks, 1, kT>(st, cx);
+    cx.t = n - 1;
+    pv_hooks<D, kProtect, kHooks>(st, cx);
   }
   nonfinite_in |= sticky;  // (measurement builds: keeps their checks' verdict live)
 }
@@ -489,8 +438,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
     const int t0 = kPad ? first_tile(p, pad_entry(p, b, h), i0) : 0;
     for (int attempt = 0; attempt < 2; ++attempt) {
       const bool first = attempt == 0;
-      const int steps = ring_steps<L::kTiles>(n_cta - t0);  // ring slots an attempt fills
-      const int pos0 = attempt * steps;  // ring position of tile t0 in this attempt
+      const int pos0 = attempt * (n_cta - t0);  // ring position of tile t0 in this attempt
       // ------------------------------------------------------------ producer
       if (tid == 0) {
         if (first) {
@@ -505,35 +453,24 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
           if constexpr (kProtect) grid_dep_wait();  // K^c, V^c: the prepass's
           stamp.mark(3);
         }
-        for (int t = t0; t < n_cta; t += L::kTiles) {
-          const int pos = L::kTiles == 1 ? pos0 + t - t0 : pos0 + (t - t0) / L::kTiles, slot = pos % S;
+        for (int t = t0; t < n_cta; ++t) {
+          const int pos = pos0 + t - t0, slot = pos % S;
           if (pos >= S) mbar_wait(&ring.empty[slot], (uint32_t)(((pos / S) - 1) & 1));
           uint8_t* st = ring.base + slot * L::kStage;
           mbar_expect_tx(&ring.kfull[slot], L::kK);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh) {
-#pragma unroll
-            for (int j = 0; j < L::kTiles; ++j)  // (a tile past the keys: the TMA's zero fill)
-              tma_load_4d(st + hh * L::kKHalf + j * kBlockN * 128, &tmK, &ring.kfull[slot], hh * 64, (t + j) * kBlockN,
-                          hk, b);
+            tma_load_4d(st + hh * L::kKHalf, &tmK, &ring.kfull[slot], hh * 64, t * kBlockN, hk, b);
             if constexpr (L::kCols)
-#pragma unroll
-              for (int j = 0; j < L::kTiles; ++j)
-                tma_load_2d(st + hh * L::kKHalf + L::kKeys * 128 + j * 8 * 128, &tmKc, &ring.kfull[slot], hh * 64,
-                            (int)((tile_base + t + j) * 8));
+              tma_load_2d(st + hh * L::kKHalf + kBlockN * 128, &tmKc, &ring.kfull[slot], hh * 64,
+                          (int)((tile_base + t) * 8));
           }
           mbar_expect_tx(&ring.vfull[slot], L::kV + L::kVc);
 #pragma unroll
           for (int hh = 0; hh < L::kHalves; ++hh)
-#pragma unroll
-            for (int j = 0; j < L::kTiles; ++j)
-              tma_load_4d(st + L::kK + hh * L::kVHalf + j * kBlockN * 128, &tmV, &ring.vfull[slot], hh * 64,
-                          (t + j) * kBlockN, hk, b);
+            tma_load_4d(st + L::kK + hh * L::kVHalf, &tmV, &ring.vfull[slot], hh * 64, t * kBlockN, hk, b);
           if constexpr (L::kCols)
-#pragma unroll
-            for (int j = 0; j < L::kTiles; ++j)
-              tma_load_2d(st + L::kK + L::kV + j * kBlockN * 128, &tmVc, &ring.vfull[slot], 0,
-                          (int)((tile_base + t + j) * kBlockN));
+            tma_load_2d(st + L::kK + L::kV, &tmVc, &ring.vfull[slot], 0, (int)((tile_base + t) * kBlockN));
         }
         if (first) stamp.mark(4);
       }
@@ -553,8 +490,7 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
   int alarm_t = -1;  // the warp's first alarmed tile (B25)
   for (int attempt = 0; attempt < 2; ++attempt) {
     const bool first = attempt == 0;
-    const int steps = ring_steps<L::kTiles>(n_cta - t0);
-    const int pos0 = attempt * steps;
+    const int pos0 = attempt * (n_cta - t0);
     bool rerun = false;
     // ------------------------------------------------------------ consumers
     const int c = wg - 1, wi = w & 3, row0 = i0 + 64 * c + 16 * wi;
@@ -608,12 +544,10 @@ __global__ void __launch_bounds__(Lay<D, kProtect>::kThreadsH, 1)
       consume<T, D, kProtect, false>(st, p, cx, sq, ring, t0, n, mfrom, mto, pos0, first, nonfinite_in, a1,
                                      alarm_t);
     if (first) stamp.mark(7, kStampC);
-    // Steps past this warpgroup's diagonal: nothing to compute, but their slots must be released.
-    int tr = kPad ? max(n, t0) : n;  // the first tile of the first step not visited
-    if constexpr (L::kTiles > 1) tr = t0 + (max(n - t0, 0) + L::kTiles - 1) / L::kTiles * L::kTiles;
-    for (int t = tr; t < n_cta; t += L::kTiles) {
-      const int pos = L::kTiles == 1 ? pos0 + t - t0 : pos0 + (t - t0) / L::kTiles, slot = pos % S;
-      const uint32_t par = (uint32_t)((pos / S) & 1);
+    // Tiles past this warpgroup's diagonal: nothing to compute, but their slots must be released.
+    for (int t = kPad ? max(n, t0) : n; t < n_cta; ++t) {
+      const int slot = (pos0 + t - t0) % S;
+      const uint32_t par = (uint32_t)(((pos0 + t - t0) / S) & 1);
       mbar_wait(&ring.kfull[slot], par);
       mbar_wait(&ring.vfull[slot], par);
       __syncwarp();

@@ -12,7 +12,7 @@ element type and shape. Run: python csrc/common/gen_wgmma.py
 """
 from pathlib import Path
 
-SS = (256, 200, 192, 144, 136, 128, 72, 64, 40, 32)  # gemm tiles (128x256, 128x192, 128x128; +8 tile checksum columns: 200, 136); attention S (+ 8 checksum columns) / S unprotected, at 64 and 128 keys a step (144: two tiles' checksum columns); thin kernel x tiles (32, 64, 128 rows of x, + 8 checksum columns)
+SS = (256, 200, 192, 136, 128, 72, 64, 40, 32)  # gemm tiles (128x256, 128x192, 128x128; +8 tile checksum columns: 200, 136); attention S (+ 8 checksum columns) / S unprotected; thin kernel x tiles (32, 64, 128 rows of x, + 8 checksum columns)
 RS = ((64, 1), (128, 1), (200, 0), (192, 0), (136, 0), (128, 0))  # (N, tnsp): attention O at d=64, d=128; tile-check GEMM tiles (K-major W)
 RS_CS = (72, 136)         # attention O and its 8 checksum columns at d=64, d=128
 TYPES = (("bf16", "bf16"), ("f16", "f16"))
