@@ -14,10 +14,11 @@ CASES = [(1, 2, 130, 260, 64, False, False), (1, 2, 130, 260, 64, False, True),
          (2, 4, 1000, 1000, 128, True, True), (32, 32, 512, 512, 128, False, False),
          (32, 32, 512, 512, 128, False, True), (4, 16, 4096, 4096, 64, False, True),
          (1, 32, 4096, 4096, 128, True, True)]
-# The unprotected d=64 kernel's steps (EFTA_K128: two tiles a step): odd and even tile counts, a
-# partial last tile, causal with Sq != Sk, and, as an eighth field, a mask ("pad": left-padded rows
-# of a [B, 1, 1, Sk] boolean mask, the kPad build; "bool": a [B, H, Sq, Sk] boolean mask; "add": an
-# additive [1, 1, Sq, Sk] mask with -inf entries) or "gqa" (4 query heads a KV head).
+# Unprotected d=64 calls that end or start a pass over the key tiles unevenly (session 69's 128-key
+# steps took tiles in pairs): odd and even tile counts, a partial last tile, causal with Sq != Sk,
+# and, as an eighth field, a mask ("pad": left-padded rows of a [B, 1, 1, Sk] boolean mask, the kPad
+# build; "bool": a [B, H, Sq, Sk] boolean mask; "add": an additive [1, 1, Sq, Sk] mask with -inf
+# entries) or "gqa" (4 query heads a KV head).
 CASES += [(2, 4, 200, 320, 64, False, False), (2, 4, 257, 257, 64, True, False), (2, 4, 300, 700, 64, True, False),
           (1, 4, 4096, 4096, 64, True, False), (2, 4, 320, 576, 64, False, False, "pad"),
           (2, 4, 256, 448, 64, False, False, "bool"), (2, 4, 256, 330, 64, False, False, "add"),
@@ -48,10 +49,11 @@ elif kind == "add":
 site = telemetry.site(telemetry.register("probe", "attention", "probe", "correct", 2.5, 1.0)) if protect else None
 y = ca.attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=kind == "gqa", site=site, protect=protect)
 torch.cuda.synchronize()
-kw = dict(attn_mask=mask if mask is None or mask.dtype == torch.bool else mask.double(), is_causal=causal,
-          enable_gqa=kind == "gqa")
-ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), **kw)
-tor = F.scaled_dot_product_attention(q, k, v, **dict(kw, attn_mask=mask if mask is None or mask.dtype == torch.bool else mask.half()))
+# (an additive mask in the inputs' dtype; a boolean one as it is)
+in_dtype = lambda dt: mask if mask is None or mask.dtype == torch.bool else mask.to(dt)
+kw = dict(is_causal=causal, enable_gqa=kind == "gqa")
+ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=in_dtype(torch.float64), **kw)
+tor = F.scaled_dot_product_attention(q, k, v, attn_mask=in_dtype(q.dtype), **kw)
 err, bound = (y.double() - ref).abs().max().item(), 2 * (tor.double() - ref).abs().max().item() + 1e-6
 print(f"OK err {err:.2e} bound {bound:.2e} {'pass' if err <= bound else 'OVER'} kernel {ca.last_kernel()}")
 """

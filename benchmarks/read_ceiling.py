@@ -61,10 +61,12 @@ def main():
         for block, iters, warps in CONFIGS:
             calls[f"read_b{block}_i{iters}_w{warps}"] = reader(n * k, block, iters, warps)
         ms = graph_times(calls, sets)
+        # bytes each call moves: W read (and written again by the copy); the GEMV also x, b and y
+        moved = {"copy_W": 2 * nbytes, "cublas_gemv": nbytes + 2 * k + 4 * n}
         res = {}
         for name, t in ms.items():
-            moved = 2 * nbytes if name == "copy_W" else nbytes + (n * 2 * 2 + k * 2 if name == "cublas_gemv" else 0)
-            res[name] = {"us": t * 1e3, "GBs": moved / t / 1e6, "pct_copy": 100 * moved / t / 1e6 / copy}
+            gbs = moved.get(name, nbytes) / t / 1e6
+            res[name] = {"us": t * 1e3, "GBs": gbs, "pct_copy": 100 * gbs / copy}
         best = min((v for name, v in res.items() if name.startswith("read_")), key=lambda v: v["us"])
         rows.append({"N": n, "K": k, "MB": nbytes / 2 ** 20, "results": res, "best_read": best})
         print(f"{n}x{k} ({nbytes / 2 ** 20:.0f} MB): best read {best['us']:.1f} us {best['pct_copy']:.0f} % of copy; "
