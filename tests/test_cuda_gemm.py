@@ -185,16 +185,11 @@ REPLICA_REFERENCES = {
         ([dict(index=(3, 30))], 1),
         ([dict(index=(r, 30)) for r in (7, 9)], 1),  # one column of y: one check
         ([dict(stage="accumulator", index=(15, 2), k_step=1)], 1)]),
-    # 33-64 rows where gemm.thin_replica takes replicas for W's rows (the test sets the limits)
+    # 33-64 rows where gemm.thin_replica takes replicas for W's rows (the test sets the limit)
     "thin-wide": (gemm.linear_thin, gemm.THIN_REPLICA_WIDE_ROWS, 72, 0.0, [
         ([dict(index=(50, 30))], 1),
         ([dict(index=(r, 30)) for r in (7, 60)], 1),
         ([dict(stage="accumulator", index=(40, 2), k_step=1)], 1)]),
-    # 65-128 rows likewise (the CPU's matmul at 128 rows sums in another order than the recompute)
-    "thin-full": (gemm.linear_thin, gemm.THIN_REPLICA_FULL_ROWS, 72, 1e-6, [
-        ([dict(index=(100, 30))], 1),
-        ([dict(index=(r, 30)) for r in (7, 127)], 1),
-        ([dict(stage="accumulator", index=(90, 2), k_step=1)], 1)]),
     "stream": (gemm.linear_stream, gemm.STREAM_REPLICA_ROWS, 150, 1e-6, [
         ([dict(index=(3, 130))], 1),
         ([dict(index=(7, 66), count=2)], 1),  # columns 66 and 74 of a row: one strided group
@@ -212,8 +207,7 @@ def test_reference_few_rows_against_a_replica(kind, monkeypatch):
     stage, or two in one check, are detected once per check and corrected to the fault-free value;
     "detect" corrects nothing; NaN in x is counted as a non-finite input and raises no alarm."""
     ref, rows, n, rtol, cases = REPLICA_REFERENCES[kind]
-    for limit in ("THIN_REPLICA_WIDE_MAX_N", "THIN_REPLICA_FULL_MAX_N"):
-        monkeypatch.setattr(gemm, limit, n)
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", n)
     name = f"cpu-rep-{kind}"
     kw = dict(c_sigma=2.5, e_max_safety=1.0, site_name=name, site_id=site(name))
     g = torch.Generator().manual_seed(5)
@@ -993,36 +987,24 @@ def test_thin_kernel_few_rows_checked_against_a_replica(dtype):
         assert _stats(name)["nonfinite_inputs"] == i + 1 and _stats(name)["detected"] == faults
 
 
-# The thin kernel's per-call replica tiers: x's padding, the rule's width limit, its rows (cases as
-# _replicas_correct_exactly's), and the row count of the limit's two-fault check.
-THIN_REPLICA_TIERS = {
-    "wide": (64, "THIN_REPLICA_WIDE_MAX_N", [
-        (1, 40, 1000, 520, 1, True), (1, 64, 2048, 1032, 4, True), (1, 33, 2048, 4096, 2, False),
-        (3, 64, 300, 256, 1, False), (1, 57, 300, 1024, 3, True), (1, 48, 768, 768, 1, False)], 48),
-    "full": (128, "THIN_REPLICA_FULL_MAX_N", [
-        (1, 72, 1000, 520, 1, True), (1, 128, 2048, 1032, 4, True), (1, 65, 2048, 4096, 2, False),
-        (3, 128, 300, 256, 1, False), (1, 100, 300, 1024, 3, True), (1, 96, 768, 768, 1, False)], 100),
-}
-
-
 @needs_hopper
-@pytest.mark.parametrize("tier", sorted(THIN_REPLICA_TIERS))
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_wide_replica_per_call(dtype, tier, monkeypatch):
-    """At 33-64 rows ("wide") and 65-128 ("full") the thin kernel checks a call against its crossed
-    replica where gemm.thin_replica asks (protect mode 2), and with checksum rows where it does not,
-    in one library: K tails, K splits 1-4, batched weights, within the 2x rule, no false alarm,
+def test_thin_kernel_wide_replica_per_call(dtype, monkeypatch):
+    """At 33-64 rows the thin kernel checks a call against its crossed replica where
+    gemm.thin_replica asks (protect mode 2), and with checksum rows where it does not, in one
+    library: rows 33-64, K tails, K splits 1-4, batched weights, within the 2x rule, no false alarm,
     faults corrected bit for bit; past the width limit two faults in one column of y are one
     uncorrectable check, within it both are corrected."""
-    nx, limit, cases, rows = THIN_REPLICA_TIERS[tier]
-    if not cuda_gemm._thin_replica_checked(cuda_gemm.lib(), nx, 2):
-        pytest.skip(f"a library without replicas at {nx} rows of padding (thin_gemm.cu FTG_THIN_REPLICA_NX)")
-    monkeypatch.setattr(gemm, limit, 2048)
-    name = f"cu-thin-{tier}-{dtype}"
+    if not cuda_gemm._thin_replica_checked(cuda_gemm.lib(), 64, 2):
+        pytest.skip("a library without replicas at 64 rows of padding (thin_gemm.cu FTG_THIN_REPLICA_NX)")
+    monkeypatch.setattr(gemm, "THIN_REPLICA_WIDE_MAX_N", 2048)
+    name = f"cu-thin-wide-{dtype}"
     s = ftcompile.telemetry.site(site(name))
-    faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin"), cases)
+    faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin"), [
+        (1, 40, 1000, 520, 1, True), (1, 64, 2048, 1032, 4, True), (1, 33, 2048, 4096, 2, False),
+        (3, 64, 300, 256, 1, False), (1, 57, 300, 1024, 3, True), (1, 48, 768, 768, 1, False)])
     assert _stats(name)["corrected"] == faults and _stats(name)["uncorrectable"] == 0
-    x = _rand(rows, 512, dtype=dtype)
+    x = _rand(48, 512, dtype=dtype)
     for n, outcome in ((2048, (1, 1, 0)), (2176, (1, 0, 1))):  # the rule's limit, then one tile past it
         w = _rand(n, 512, dtype=dtype, scale=512 ** -0.5)
         before = {f: _stats(name)[f] for f in ("detected", "corrected", "uncorrectable")}

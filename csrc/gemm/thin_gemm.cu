@@ -51,14 +51,13 @@
 #ifndef FTG_THIN_REPLICA
 #define FTG_THIN_REPLICA 1
 #endif
-// The widest padding of x's rows (32, 64, 128) that can be checked against replicas: at 32 every
-// protected call is; at 64 and 128 those the host asks for (protect = 2, gemm.thin_replica: the
-// crossed replica, twice the tensor work of x's rows against the checksum rows' 1 / 8 more and the
-// pass; runs 75f-g, tested on the host's per-call choice in run 76a; 128: session 70).
-// -DFTG_THIN_REPLICA_NX=32 / 64 build the library without the wider ones (those calls are then
-// checked against checksum rows).
+// The widest padding of x's rows (32, 64) that can be checked against replicas: at 32 every
+// protected call is; at 64 those the host asks for (protect = 2, gemm.thin_replica: the crossed
+// replica, twice the tensor work of x's rows against the checksum rows' 1 / 8 more and the pass;
+// runs 75f-g, tested on the host's per-call choice in run 76a). -DFTG_THIN_REPLICA_NX=32 builds the
+// library without it (every call at 33-64 rows is then checked against checksum rows).
 #ifndef FTG_THIN_REPLICA_NX
-#define FTG_THIN_REPLICA_NX 128
+#define FTG_THIN_REPLICA_NX 64
 #endif
 #ifndef FTG_THIN_REP_LOAD
 #define FTG_THIN_REP_LOAD 1
@@ -113,7 +112,7 @@ __host__ __device__ constexpr int x_box_rows(int64_t M, int nx) {
 // pass; see the top of the file).
 __host__ __device__ constexpr bool replica_capable(int nx) { return FTG_THIN_REPLICA && nx <= FTG_THIN_REPLICA_NX; }
 // Whether a call is: `protect` 0 off, 1 on (replicas at 32 rows of padding, else checksum rows), 2 on
-// with replicas wherever the padding allows (the host's per-call choice at 64 and 128).
+// with replicas wherever the padding allows (the host's per-call choice at 64).
 __host__ __device__ constexpr bool replica_of(int nx, int protect) {
   return protect != 0 && replica_capable(nx) && (nx == 32 || protect == 2);
 }
@@ -843,7 +842,8 @@ int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CU
   return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
 }
 // f(PROT, REPL) as std::bool_constant for the kernel variant a call with x padded to NX rows and
-// `protect` (see replica_of) runs: at NX = 32 no checksum-row variant where replicas can run.
+// `protect` (see replica_of) runs: at NX = 32 no checksum-row variant where replicas can run, at 128
+// no replica variant.
 template <int NX, typename F>
 auto with_variant(int protect, F f) {
   using std::false_type, std::true_type;

@@ -444,16 +444,11 @@ THIN_REPLICA_ROWS = 32
 # +1..+6 % at 32-86 tiles of K >= 1024).
 THIN_REPLICA_WIDE_ROWS = 64
 THIN_REPLICA_WIDE_MAX_N = 3072
-# And at up to THIN_REPLICA_FULL_ROWS rows (x padded to 128) where W has at most this many rows
-# (session 70).
-THIN_REPLICA_FULL_ROWS = 128
-THIN_REPLICA_FULL_MAX_N = 0
 
 
 def thin_replica(m: int, n: int) -> bool:
     """Whether the thin kernel checks a call of m rows of x and n rows of W against replicas."""
-    return (m <= THIN_REPLICA_ROWS or (m <= THIN_REPLICA_WIDE_ROWS and n <= THIN_REPLICA_WIDE_MAX_N)
-            or (m <= THIN_REPLICA_FULL_ROWS and n <= THIN_REPLICA_FULL_MAX_N))
+    return m <= THIN_REPLICA_ROWS or (m <= THIN_REPLICA_WIDE_ROWS and n <= THIN_REPLICA_WIDE_MAX_N)
 
 
 def linear_thin(x, weight, bias, *, site_name: str, site_id: int, policy: str,
