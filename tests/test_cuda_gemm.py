@@ -253,11 +253,12 @@ def test_thin_replica_rule(monkeypatch):
 
 def test_thin_half_tile_rule():
     """cuda_gemm.thin_rows: 64-row tiles at up to THIN_HALF_MAX_ROWS rows of x where 128-row tiles
-    leave SMs idle and 64-row ones fit two CTAs an SM in one wave (1-16 x 11008x4096 on 132 SMs),
-    else 128; explain's note says so."""
+    fill from THIN_FEW_ROWS_SM_SHARE of the SMs to all but one (1-16 x 11008x4096 on 132 SMs),
+    else 128 (fewer tiles split K; more fill the SMs); explain's note says so."""
     rows = lambda m, n, wb=1: cuda_gemm.thin_rows(m, n, wb, 132)  # noqa: E731
     assert rows(1, 11008) == rows(16, 11008) == rows(1, 14336) == rows(1, 8192) == 64
     assert rows(17, 11008) == 128 and rows(1, 22016) == 128 and rows(1, 11008, 2) == 128
+    assert rows(16, 768) == rows(16, 4096) == rows(1, 16896) == 128
     assert "64-row tiles" in cuda_gemm.kernel_note("thread", 1, 11008, 4096, 1, 132)
     assert "64-row tiles" not in cuda_gemm.kernel_note("thread", 32, 11008, 4096, 1, 132)
 

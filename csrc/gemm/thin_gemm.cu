@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], TR / 16); }  // consumer warps
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = sm.nonfin = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);

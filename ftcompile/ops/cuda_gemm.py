@@ -667,11 +667,13 @@ def thin_protect(m: int, n: int, protect: bool) -> int:
 
 
 def thin_rows(m: int, n: int, wb: int, num_sms: int) -> int:
-    """Rows of W a thin-kernel tile holds (Args.bn): 64 where 128-row tiles would leave SMs idle and
-    64-row ones fit one wave at two CTAs per SM, at up to THIN_HALF_MAX_ROWS rows of x (protected
-    there with the loaded replica, which one consumer warpgroup can run); else 128."""
+    """Rows of W a thin-kernel tile holds (Args.bn): 64 at up to THIN_HALF_MAX_ROWS rows of x
+    (protected there with the loaded replica, which one consumer warpgroup can run) where 128-row
+    tiles fill THIN_FEW_ROWS_SM_SHARE of the SMs or more but not all (the decode calls on large
+    weights, run at split 1: 64-row ones then fit one wave at two CTAs an SM); else 128 (fewer
+    tiles take a K split instead)."""
     tiles = wb * math.ceil(n / THIN_BW)
-    half = m <= THIN_HALF_MAX_ROWS and tiles < num_sms and wb * math.ceil(n / 64) <= 2 * num_sms
+    half = m <= THIN_HALF_MAX_ROWS and THIN_FEW_ROWS_SM_SHARE * num_sms <= tiles < num_sms
     return 64 if half else THIN_BW
 
 
