@@ -128,9 +128,11 @@ __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
 
 template <int NX, bool PROT, bool REPL, int TR_ = BW> struct Cfg {
   static constexpr bool REP = PROT && REPL;  // replica checks, not checksum rows
-  // Rows of W a tile (a CTA, split 1): 128, or 64 (one consumer warpgroup: no crossed replica,
-  // so protected only with the loaded one, M <= NX / 2)
+  // Rows of W a tile (a CTA, split 1): 128, or 64 (one consumer warpgroup: no other's rows to cross
+  // with, so the replica is the warpgroup's own second wgmma over the same operands into acc2, at
+  // another moment; x is loaded once)
   static constexpr int TR = TR_;
+  static constexpr bool SELF = REP && TR != BW;
   static constexpr int THREADS = 128 + 2 * TR;     // the producer warpgroup and 64 rows a consumer one
   static constexpr int W_BYTES = TR * BK * 2;
   // wgmma N: x's rows (+ 8 checksum rows; a replica lies in x's NX rows or in acc2, so a stage
@@ -438,7 +440,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
   // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the crossed replica of
   // acc2; a value's replica then sits `roff` columns on in the partial tile.
-  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep && TR == BW;
+  const bool load_rep = C::REP && !C::SELF && loaded_replica(M, NX), dup = C::REP && !load_rep;
   const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
 
   phase_stamps::SlotStamper stamp;
@@ -539,7 +541,8 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
-      const uint64_t dx = desc_k_sw128(st + (1 - cw) * 64 * 128);  // the other warpgroup's rows
+      // the other warpgroup's rows (C::SELF: its own)
+      const uint64_t dx = desc_k_sw128(st + (C::SELF ? cw : 1 - cw) * 64 * 128);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < BK / 16; ++ks) {
@@ -570,12 +573,8 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
     if constexpr (C::REP) {
 #pragma unroll
       for (int i = 0; i < NX / 2; ++i) acc2[i] = 0.f;
-      if constexpr (TR == BW) {  // (one warpgroup has no other's rows to cross with)
-        if (dup) k_loop(std::integral_constant<int, 2>{});
-        else k_loop(std::integral_constant<int, 1>{});
-      } else {
-        k_loop(std::integral_constant<int, 1>{});
-      }
+      if (dup) k_loop(std::integral_constant<int, 2>{});
+      else k_loop(std::integral_constant<int, 1>{});
     } else {
       if (FTG_THIN_ABLATE & 16) k_loop(std::integral_constant<int, 1>{});
       else k_loop(std::integral_constant<int, 0>{});
@@ -598,7 +597,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   // The partial tile's row loop, column checks and staged stores took ~1.7 us a CTA at the end of
   // every decode call (run 68a) and more at 64 / 128 rows; a row failing its check (rare) sends
   // the CTA down that path, which checks again, counts and corrects (NOTES.md, sessions 61-62).
-  bool through_part = true, traded = false;
+  bool through_part = true, traded = C::SELF;  // (acc2 holds the thread's own rows)
   if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX) {
     if (S == 1) {
       bool flag = false, nonfin = false;
@@ -638,7 +637,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int e = 0; e < 2; ++e) part[(8 * j + 2 * c4 + e) * PN + n0 + 8 * h] = acc[4 * j + 2 * h + e];
-      if constexpr (C::REP && TR == BW) {
+      if constexpr (C::REP) {
         if (dup) {  // the crossed replica from column NC on, at the other warpgroup's rows unless traded
           const int nr = traded ? n0 : n0 ^ 64;
 #pragma unroll
@@ -874,11 +873,8 @@ auto with_rows(int bn, F f) {
   }
   return f(std::integral_constant<int, BW>{});
 }
-// Whether a call's tile rows (Args.bn) are a variant this build has for its padding and checks: 64
-// only at NX = 32, protected only with the loaded replica (x_box_rows(M) <= 16).
-__host__ __device__ constexpr bool rows_supported(int bn, int nx, int protect, int64_t M) {
-  return bn == 0 || bn == BW || (bn == 64 && nx == 32 && (protect == 0 || loaded_replica(M, nx)));
-}
+// Whether a call's tile rows (Args.bn) are a variant this build has for its padding: 64 only at NX = 32.
+__host__ __device__ constexpr bool rows_supported(int bn, int nx) { return bn == 0 || bn == BW || (bn == 64 && nx == 32); }
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
 template <int NX, bool PROT, bool REPL, int TR>
 int max_clusters(int stages, int split) {
@@ -919,7 +915,7 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
       a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES || a->protect < 0 ||
       a->protect > 2 || (a->protect && !thin::replica_of(nx, a->protect) && (!a->wrow || !a->xsum || !a->xstat)) ||
-      !thin::rows_supported(a->bn, nx, a->protect, a->M))
+      !thin::rows_supported(a->bn, nx))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
   if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, a->bn == 64 ? 64 : thin::BW) ||

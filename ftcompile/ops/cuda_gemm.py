@@ -618,7 +618,7 @@ THIN_ROWS = (32, 64, 128)  # x's rows padded: the thin kernel's wgmma N (+ 8 che
 THIN_MAX_ROWS = THIN_ROWS[-1]
 THIN_BW = 128  # rows of W per CTA
 # Up to this many rows of x, 64-row tiles where 128-row ones leave SMs idle (thin_rows; session 70).
-THIN_HALF_MAX_ROWS = 16
+THIN_HALF_MAX_ROWS = 32
 # A 64-row-tile CTA's shared memory at most: two share an SM (228 KB, 1 KB of it reserved a CTA).
 THIN_HALF_SMEM = 113 << 10
 # auto: the thin kernel from this weight size on (see thread_kernel): run 43f, protected, us, thin /
@@ -668,7 +668,7 @@ def thin_protect(m: int, n: int, protect: bool) -> int:
 
 def thin_rows(m: int, n: int, wb: int, num_sms: int) -> int:
     """Rows of W a thin-kernel tile holds (Args.bn): 64 at up to THIN_HALF_MAX_ROWS rows of x
-    (protected there with the loaded replica, which one consumer warpgroup can run) where 128-row
+    (padded to 32; protected, its one consumer warpgroup computes the replica itself) where 128-row
     tiles fill THIN_FEW_ROWS_SM_SHARE of the SMs or more but not all (the decode calls on large
     weights, run at split 1: 64-row ones then fit one wave at two CTAs an SM); else 128 (fewer
     tiles take a K split instead)."""
@@ -703,9 +703,8 @@ def _thin_config(m: int, n: int, k: int, wb: int, num_sms: int, mode: int, split
     elif nx not in THIN_ROWS or nx < m:
         raise ValueError(f"ftcompile: the thin kernel pads x's {m} rows to one of {THIN_ROWS}, not {nx}")
     if rows == 64:  # (thin_gemm.cu rows_supported)
-        if nx != 32 or (mode and m > THIN_HALF_MAX_ROWS):
-            raise ValueError(f"ftcompile: 64-row thin tiles take x padded to 32 rows, protected at most "
-                             f"{THIN_HALF_MAX_ROWS} (x's {m} rows padded to {nx})")
+        if nx != 32:
+            raise ValueError(f"ftcompile: 64-row thin tiles take x padded to 32 rows (x's {m} rows padded to {nx})")
         split = split or 1
         return nx, split, stages or _thin_stages(nx, mode, split, rows)
     elif rows != THIN_BW:
