@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run 78e (session 70): HALF with the empty barriers' count fixed (run 78c hung): the library, the thin /
+# run 78e (session 70): HALF with SELF (the 64-row replica from a second wgmma): the library, the thin /
 # thread / choice CUDA tests (stop there on a failure), half_tile_probe.py.
 set -u
 export OUT=${OUT:-/tmp/o} PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=$PWD/build/torch_ext MAX_JOBS=16; t0=$(date +%s)
