@@ -49,7 +49,7 @@ def main() -> None:
         if args.sweep:
             for sp in (1, 2, 3, 4):
                 for st in (4, 6, 8):
-                    if cuda_gemm.lib().ft_gemm_thin_smem(128 if m > 64 else 64, 1, st, sp, 128) <= cuda_gemm.SMEM_MAX:
+                    if cuda_gemm.lib().ft_gemm_thin_smem(128 if m > 64 else 64, 1, st, sp) <= cuda_gemm.SMEM_MAX:
                         calls[f"on_s{sp}_st{st}"] = r.variant("on", "linear_thread", kernel="thin", split=sp, stages=st)
         failed = {}
         t = {k_: v * 1e3 for k_, v in graph_times(calls, sets, failed).items()}

@@ -38,7 +38,7 @@ def main() -> None:
     for nx in cuda_gemm.THIN_ROWS:
         for d in depths:
             print(f"clusters held at once, nx = {nx}, protected, depth {d or 'auto'}: " + " ".join(
-                f"split {s}: {lib.ft_gemm_thin_max_clusters(nx, 1, d or cuda_gemm.thin_config(nx, 4096, 4096, 1, sms, split=s)[2], s, 128)}"
+                f"split {s}: {lib.ft_gemm_thin_max_clusters(nx, 1, d or cuda_gemm.thin_config(nx, 4096, 4096, 1, sms, split=s)[2], s)}"
                 for s in range(1, 5)), flush=True)
     nks = [tuple(int(v) for v in s.split("x")) for s in args.nk.split(",")] if args.nk else LLAMA + GPT2
     r = Runner()

@@ -251,18 +251,6 @@ def test_thin_replica_rule(monkeypatch):
         assert (int(out.detected), int(out.corrected), int(out.uncorrectable)) == outcome, n
 
 
-def test_thin_half_tile_rule():
-    """cuda_gemm.thin_rows: 64-row tiles at up to THIN_HALF_MAX_ROWS rows of x where 128-row tiles
-    fill from THIN_FEW_ROWS_SM_SHARE of the SMs to all but one (1-16 x 11008x4096 on 132 SMs),
-    else 128 (fewer tiles split K; more fill the SMs); explain's note says so."""
-    rows = lambda m, n, wb=1: cuda_gemm.thin_rows(m, n, wb, 132)  # noqa: E731
-    assert rows(1, 11008) == rows(16, 11008) == rows(1, 14336) == rows(1, 8192) == 64
-    assert rows(32, 11008) == 64 and rows(33, 11008) == 128 and rows(1, 22016) == 128 and rows(1, 11008, 2) == 128
-    assert rows(16, 768) == rows(16, 4096) == rows(1, 16896) == 128
-    assert "64-row tiles" in cuda_gemm.kernel_note("thread", 1, 11008, 4096, 1, 132)
-    assert "64-row tiles" not in cuda_gemm.kernel_note("thread", 40, 11008, 4096, 1, 132)
-
-
 def test_stream_reference_past_its_replica_rows_is_linear_thread():
     """Past gemm.STREAM_REPLICA_ROWS rows gemm.linear_stream is gemm.linear_thread: two faults in
     one strided group are located as one and reported uncorrectable."""
@@ -1025,36 +1013,6 @@ def test_thin_kernel_wide_replica_per_call(dtype, monkeypatch):
             y = cuda_gemm.run("linear_thread", x, w, None, s, kernel="thin")
         assert tuple(_stats(name)[f] - before[f] for f in before) == outcome, n
         assert torch.equal(y, clean) == (outcome[1] == 1), n
-
-
-@needs_hopper
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_thin_kernel_half_tiles(dtype):
-    """64-row tiles (one consumer warpgroup, bn=64; x padded to 32, protected against the
-    warpgroup's own second wgmma): the same y bit for bit as 128-row tiles, protected and not, at
-    rows 1-32, K tails, K splits 1-2, batched weights; no false alarm; faults at either stage in the
-    first and last row corrected exactly; past 32 rows the launcher refuses them."""
-    name = f"cu-thin-half-{dtype}"
-    s = ftcompile.telemetry.site(site(name))
-    faults = _replicas_correct_exactly(name, s, dtype, dict(kernel="thin", bn=64), [
-        (1, 1, 11008, 4096, 1, True), (1, 16, 1000, 520, 1, True), (1, 8, 2048, 1032, 2, False),
-        (3, 5, 300, 256, 1, False), (1, 16, 300, 8, 1, False), (1, 3, 4160, 1024, 1, True),
-        (1, 24, 1000, 520, 1, True), (1, 32, 2048, 1032, 2, False), (1, 17, 11008, 4096, 1, False)])
-    st = _stats(name)
-    assert st["detected"] == faults and st["corrected"] == faults and st["uncorrectable"] == 0
-    for wb, m, n, k, split, protect in ((1, 1, 11008, 4096, 1, True), (1, 16, 1000, 520, 2, True),
-                                         (3, 5, 300, 256, 1, True), (1, 24, 2048, 1032, 1, True),
-                                         (1, 32, 1000, 520, 2, False)):
-        x = _rand(*([wb] if wb > 1 else []), m, k, dtype=dtype)
-        w = _rand(*([wb] if wb > 1 else []), n, k, dtype=dtype, scale=k ** -0.5)
-        b = _rand(n, dtype=dtype) if wb == 1 else None
-        ys = [cuda_gemm.run("linear_thread", x, w, b, s, protect=protect, split=split, kernel="thin", bn=rows)
-              for rows in (64, 128)]
-        assert torch.equal(ys[0], ys[1]), (wb, m, n, k, split, protect)
-    assert _stats(name)["detected"] == faults
-    with pytest.raises(ValueError, match="64-row thin tiles"):
-        cuda_gemm.run("linear_thread", _rand(40, 256, dtype=dtype), _rand(300, 256, dtype=dtype), None, s,
-                      kernel="thin", bn=64)
 
 
 @needs_hopper

@@ -75,13 +75,11 @@
 namespace ftg {
 namespace thin {
 
-// BW: rows of W a CTA's tile holds at most (two consumer warpgroups); a tile of 64 rows (one
-// consumer warpgroup, TR = 64: more CTAs where 128-row tiles leave SMs idle) is a variant of the
-// decode padding (see Cfg).
-constexpr int BK = 64, BW = 128, MAX_STAGES = 12, CHUNK = 64;
+constexpr int BK = 64, BW = 128, THREADS = 384, MAX_STAGES = 12, CHUNK = 64;
 // The partial tile's pitch in floats, a column of D (x's row) a line: 16-byte aligned lines, and
 // % 32 == 4, so a warp's accumulator stores (8 rows x 4 column pairs) meet no bank conflict.
 constexpr int PN = BW + 4;
+constexpr int W_BYTES = BW * BK * 2;
 // y's columns are weighed (m + 1) / W_DEN and the checksum rows scaled by 1 / SCALE (fp16's range).
 constexpr float W_DEN = 256.f, SCALE = 256.f;
 
@@ -126,15 +124,8 @@ __host__ __device__ constexpr bool loaded_replica(int64_t M, int nx) {
   return FTG_THIN_REP_LOAD && 2 * x_box_rows(M, nx) <= nx;
 }
 
-template <int NX, bool PROT, bool REPL, int TR_ = BW> struct Cfg {
+template <int NX, bool PROT, bool REPL> struct Cfg {
   static constexpr bool REP = PROT && REPL;  // replica checks, not checksum rows
-  // Rows of W a tile (a CTA, split 1): 128, or 64 (one consumer warpgroup: no other's rows to cross
-  // with, so the replica is the warpgroup's own second wgmma over the same operands into acc2, at
-  // another moment; x is loaded once)
-  static constexpr int TR = TR_;
-  static constexpr bool SELF = REP && TR != BW;
-  static constexpr int THREADS = 128 + 2 * TR;     // the producer warpgroup and 64 rows a consumer one
-  static constexpr int W_BYTES = TR * BK * 2;
   // wgmma N: x's rows (+ 8 checksum rows; a replica lies in x's NX rows or in acc2, so a stage
   // replica-checked is the unprotected kernel's size and its ring as deep)
   static constexpr int NC = NX + (PROT && !REP ? 8 : 0);
@@ -163,9 +154,9 @@ struct Ctrl {
 };
 // A cluster of `split` CTAs finishes the tile's rows in slices: CTA r takes rows [slice0(r),
 // slice0(r + 1)), multiples of 8; even for split 1, 2, 4, 40 / 40 / 48 for 3.
-__host__ __device__ constexpr int slice0(int rank, int split, int tr = BW) { return 8 * (tr / 8 * rank / split); }
-template <int NX, bool PROT, bool REPL, int TR> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
-  using C = Cfg<NX, PROT, REPL, TR>;
+__host__ __device__ constexpr int slice0(int rank, int split) { return 8 * (BW / 8 * rank / split); }
+template <int NX, bool PROT, bool REPL> size_t smem_bytes(int stages, int /*split: the same at every split*/) {
+  using C = Cfg<NX, PROT, REPL>;
   const size_t ring = (size_t)stages * C::STAGE, epi = C::P_BYTES;
   return 1024 + (ring > epi ? ring : epi) + sizeof(Ctrl);
 }
@@ -346,9 +337,9 @@ __device__ __forceinline__ ColumnCheck column_check_of(const float (&chk)[6], fl
 // fails its check (the kernel then takes the partial-tile path, which checks again, counts and
 // corrects). `nonfin`: set where both copies of a value are non-finite (replica checks: the
 // inputs' report).
-template <typename T, int NX, bool PROT, bool INJ, bool REPL, int TR>
-__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT, REPL, TR>::NC / 2],
-                                                       const float (&acc2)[Cfg<NX, PROT, REPL, TR>::REP ? NX / 2 : 1],
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
+__device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<NX, PROT, REPL>::NC / 2],
+                                                       const float (&acc2)[Cfg<NX, PROT, REPL>::REP ? NX / 2 : 1],
                                                        const Ctrl& sm, const Args& args, int tile, int b, int nl0,
                                                        int lane, bool invalid, const float (&bst)[3], bool dup,
                                                        bool& nonfin) {
@@ -359,7 +350,7 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int nl = nl0 + 8 * h;
-    const int64_t n = (int64_t)tile * TR + nl;
+    const int64_t n = (int64_t)tile * BW + nl;
     const float bn = sm.rbias[nl];
     float v[NX / 4];  // x's rows 8 (i / 2) + 2 c4 + i % 2
 #pragma unroll
@@ -384,7 +375,7 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
       }
     }
     if constexpr (PROT && !(FTG_THIN_ABLATE & 1)) {
-      if constexpr (Cfg<NX, PROT, REPL, TR>::REP) {
+      if constexpr (Cfg<NX, PROT, REPL>::REP) {
         auto compare = [&](float a, float r) {
           flag |= !same(a, r);
           nonfin |= !isfinite(a) && !isfinite(r);
@@ -419,12 +410,12 @@ __device__ __forceinline__ bool epilogue_from_registers(const float (&acc)[Cfg<N
   return flag;
 }
 
-template <typename T, int NX, bool PROT, bool INJ, bool REPL, int TR>
-__global__ void __launch_bounds__(128 + 2 * TR, 1)
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
+__global__ void __launch_bounds__(THREADS, 1)
     gemm_thin_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmX,
                      const __grid_constant__ CUtensorMap tmC, const __grid_constant__ Args args) {
-  using C = Cfg<NX, PROT, REPL, TR>;
-  constexpr int NC = C::NC, NQ = C::NQ, THREADS = C::THREADS, W_BYTES = C::W_BYTES;
+  using C = Cfg<NX, PROT, REPL>;
+  constexpr int NC = C::NC, NQ = C::NQ;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* base = sm90::align_1024(smem_raw);
   const int NS = args.stages, S = args.split;
@@ -440,13 +431,13 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   const int kb = (int)((int64_t)rank * nk / S), nloc = (int)((int64_t)(rank + 1) * nk / S) - kb;
   // Replica checks (C::REP): x's replica loaded into the B tile's padding, or the crossed replica of
   // acc2; a value's replica then sits `roff` columns on in the partial tile.
-  const bool load_rep = C::REP && !C::SELF && loaded_replica(M, NX), dup = C::REP && !load_rep;
+  const bool load_rep = C::REP && loaded_replica(M, NX), dup = C::REP && !load_rep;
   const int roff = load_rep ? NX / 2 : NC, pcols = dup ? C::PC : NC;
 
   phase_stamps::SlotStamper stamp;
   stamp.begin(&sm.stamp_slot);
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], TR / 16); }  // consumer warps
+    for (int s = 0; s < NS; ++s) { mbar_init(&sm.full[s], 1); mbar_init(&sm.empty[s], 8); }
     sm.ndet = sm.ncorr = sm.nunc = sm.nfix = sm.nonfin = 0;
     fence_barrier_init();
     tma_prefetch_desc(&tmW);
@@ -478,7 +469,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       const uint32_t stage_tx = W_BYTES + 128u * (uint32_t)(xrows + c_rows);
       for (int i = 0; i < pre; ++i) {
         mbar_expect_tx(&sm.full[i], stage_tx);
-        load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * TR, b);
+        load_w(base + i * C::STAGE, &tmW, &sm.full[i], (kb + i) * BK, tile * BW, b);
       }
       grid_dep_wait();
       stamp.mark(2);
@@ -487,7 +478,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
         if (i >= pre) {
           if (round > 0) mbar_wait(&sm.empty[slot], (round - 1) & 1);
           mbar_expect_tx(&sm.full[slot], stage_tx);
-          load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * TR, b);
+          load_w(st, &tmW, &sm.full[slot], (kb + i) * BK, tile * BW, b);
         }
         tma_load_3d(st + W_BYTES, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
         if (LOAD_C && load_rep) tma_load_3d(st + W_BYTES + NX / 2 * 128, &tmX, &sm.full[slot], (kb + i) * BK, 0, b);
@@ -501,8 +492,8 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   }
   if (warp >= 1 && warp <= 3) {  // the epilogue's per-row constants, off its critical path
     const T* bias = static_cast<const T*>(args.bias);
-    for (int r = tid - 32; r < slice0(rank + 1, S, TR) - slice0(rank, S, TR); r += 96) {
-      const int64_t n = (int64_t)tile * TR + slice0(rank, S, TR) + r;
+    for (int r = tid - 32; r < slice0(rank + 1, S) - slice0(rank, S); r += 96) {
+      const int64_t n = (int64_t)tile * BW + slice0(rank, S) + r;
       sm.rbias[r] = (bias && n < N) ? Elem<T>::to_f(bias[n]) : 0.f;
       if (PROT && !C::REP) sm.rstat[r] = n < N ? *reinterpret_cast<const float2*>(args.wrow + ((int64_t)b * N + n) * 2)
                                     : make_float2(0.f, 0.f);
@@ -541,8 +532,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       if (i == 0) stamp.mark(4, STAMP_C);
       const uint32_t st = smem_u32(base + slot * C::STAGE);
       const uint64_t da = desc_k_sw128(st + cw * 64 * 128), db = desc_k_sw128(st + W_BYTES);
-      // the other warpgroup's rows (C::SELF: its own)
-      const uint64_t dx = desc_k_sw128(st + (C::SELF ? cw : 1 - cw) * 64 * 128);
+      const uint64_t dx = desc_k_sw128(st + (1 - cw) * 64 * 128);  // the other warpgroup's rows
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < BK / 16; ++ks) {
@@ -553,10 +543,10 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       if constexpr (INJ) {  // accumulator faults "after k-step" kb + i, on the register itself
         for (int q = 0; q < args.n_inj; ++q) {  // (warpgroup-uniform up to the owner lane)
           const Injection& inj = args.inj[q];
-          if (inj.step != kb + i || inj.row / M != b || inj.col / TR != tile || (inj.col % TR) / 64 != cw) continue;
+          if (inj.step != kb + i || inj.row / M != b || inj.col / BW != tile || (inj.col % BW) / 64 != cw) continue;
           wgmma_wait<0>();
           reg_fence<NC / 2>(acc);
-          const int nl = inj.col % TR, m = (int)(inj.row % M);
+          const int nl = inj.col % BW, m = (int)(inj.row % M);
           if ((nl % 64) / 16 == warp % 4 && lane == (nl % 8) * 4 + (m % 8) / 2)
             inject_acc<NC>(acc, 4 * (m / 8) + 2 * ((nl % 16) / 8) + (m % 2), inj, args.inj_log);
         }
@@ -597,11 +587,11 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   // The partial tile's row loop, column checks and staged stores took ~1.7 us a CTA at the end of
   // every decode call (run 68a) and more at 64 / 128 rows; a row failing its check (rare) sends
   // the CTA down that path, which checks again, counts and corrects (NOTES.md, sessions 61-62).
-  bool through_part = true, traded = C::SELF;  // (acc2 holds the thread's own rows)
+  bool through_part = true, traded = false;
   if constexpr (NX <= FTG_THIN_REG_EPILOGUE_NX) {
     if (S == 1) {
       bool flag = false, nonfin = false;
-      if constexpr (C::REP && TR == BW) {
+      if constexpr (C::REP) {
         if (dup && warp >= 4) {  // the crossed replica: trade acc2 for the other warpgroup's, the copy
           const int ct = tid - 128;  // of this thread's own values (through the ring, now free)
 #pragma unroll
@@ -613,7 +603,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
         }
       }
       if (warp >= 4)
-        flag = epilogue_from_registers<T, NX, PROT, INJ, REPL, TR>(acc, acc2, sm, args, tile, b,
+        flag = epilogue_from_registers<T, NX, PROT, INJ, REPL>(acc, acc2, sm, args, tile, b,
                                                          (warp / 4 - 1) * 64 + (warp % 4) * 16 + lane / 4, lane,
                                                          invalid, bst, dup, nonfin);
       if constexpr (PROT) {
@@ -654,10 +644,10 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
     stamp.mark(7);
 
     // ------------------------------------------------------------- the CTA's slice of rows: reduce, store, check
-    const int R0 = slice0(rank, S, TR), R = slice0(rank + 1, S, TR) - R0;
+    const int R0 = slice0(rank, S), R = slice0(rank + 1, S) - R0;
     int ndet = 0, ncorr = 0, nunc = 0;
     T* yb = static_cast<T*>(args.y) + (int64_t)b * M * args.ldy;
-    const int64_t y0 = (int64_t)tile * TR + R0;  // y's column of the slice's first row of D
+    const int64_t y0 = (int64_t)tile * BW + R0;  // y's column of the slice's first row of D
     const bool vec = args.ldy % 4 == 0;
     // The slice summed over the cluster's partial tiles, four rows of D at a time (16 bytes of a
     // column: one load a source, DSMEM in a cluster). A column below NX is x's row c: bias added and
@@ -670,7 +660,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
     const int R0_ = R0, R_ = R, S_ = S;
     auto reduce = [&](auto one) {
       constexpr bool ONE = decltype(one)::value;
-      const int R0 = ONE ? 0 : R0_, R = ONE ? TR : R_, S = ONE ? 1 : S_, R4 = R / 4;
+      const int R0 = ONE ? 0 : R0_, R = ONE ? BW : R_, S = ONE ? 1 : S_, R4 = R / 4;
       for (int i = tid; i < pcols * R4; i += THREADS) {
         const int c = i / R4, r = 4 * (i - c * R4);
         const uint32_t addr = smem_u32(part + c * PN + R0 + r);
@@ -724,7 +714,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       // replica checks: each comparing every fourth of the row's values with its copy.
       for (int i = tid; i < 4 * R; i += THREADS) {
         const int rr = i / 4, sub = i % 4, nl = R0 + rr;
-        const int64_t n = (int64_t)tile * TR + nl;
+        const int64_t n = (int64_t)tile * BW + nl;
         if constexpr (C::REP) {
           int bad = 0, nf = 0;
           for (int m = sub; m < M; m += 4) {
@@ -765,7 +755,7 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
       // column of y stored again.
       for (int i = warp; !(FTG_THIN_ABLATE & 4) && i < sm.nfix; i += THREADS / 32) {
         const int rr = sm.fixrow[i], nl = R0 + rr;
-        const int64_t n = (int64_t)tile * TR + nl;
+        const int64_t n = (int64_t)tile * BW + nl;
         float v[NQ];
 #pragma unroll
         for (int q = 0; q < NQ; ++q) v[q] = 32 * q + lane < NC ? part[(32 * q + lane) * PN + nl] : 0.f;
@@ -838,19 +828,18 @@ __global__ void __launch_bounds__(128 + 2 * TR, 1)
   if (S > 1) cluster_wait();  // the others have read this CTA's partial tile
 }
 
-template <typename T, int NX, bool PROT, bool INJ, bool REPL, int TR>
+template <typename T, int NX, bool PROT, bool INJ, bool REPL>
 int launch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ, REPL, TR>;
-  using C = Cfg<NX, PROT, REPL, TR>;
-  const size_t smem = smem_bytes<NX, PROT, REPL, TR>(a->stages, a->split);
+  constexpr auto kern = &gemm_thin_kernel<T, NX, PROT, INJ, REPL>;
+  const size_t smem = smem_bytes<NX, PROT, REPL>(a->stages, a->split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return e;
-  const dim3 grid((unsigned)(cdiv(a->N, TR) * a->split), 1, (unsigned)a->batch);
-  const bool pass = PROT && !C::REP && !(FTG_THIN_ABLATE & 2);
+  const dim3 grid((unsigned)(cdiv(a->N, BW) * a->split), 1, (unsigned)a->batch);
+  const bool pass = PROT && !Cfg<NX, PROT, REPL>::REP && !(FTG_THIN_ABLATE & 2);
   if (pass) {
     const dim3 pg((unsigned)cdiv(a->K, CHUNK), (unsigned)a->batch);
     if (int e = launch_split(&thin_xsum_kernel<T>, pg, 256, 0, a->stream, 1, a->pdl != 0, *a)) return e;
   }
-  return launch_split(kern, grid, C::THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
+  return launch_split(kern, grid, THREADS, smem, a->stream, a->split, pass || a->pdl != 0, tw, tx, tc, *a);
 }
 // f(PROT, REPL) as std::bool_constant for the kernel variant a call with x padded to NX rows and
 // `protect` (see replica_of) runs: at NX = 32 no checksum-row variant where replicas can run, at 128
@@ -864,34 +853,20 @@ auto with_variant(int protect, F f) {
     return replica_of(NX, protect) ? f(true_type{}, true_type{}) : f(true_type{}, false_type{});
   else return f(true_type{}, false_type{});
 }
-// The tile rows a call asks for (Args.bn: 0 or 128, or 64): f(TR) as std::integral_constant. 64-row
-// tiles are built for the decode padding (NX = 32) only.
-template <int NX, typename F>
-auto with_rows(int bn, F f) {
-  if constexpr (NX == 32) {
-    if (bn == 64) return f(std::integral_constant<int, 64>{});
-  }
-  return f(std::integral_constant<int, BW>{});
-}
-// Whether a call's tile rows (Args.bn) are a variant this build has for its padding: 64 only at NX = 32.
-__host__ __device__ constexpr bool rows_supported(int bn, int nx) { return bn == 0 || bn == BW || (bn == 64 && nx == 32); }
 // How many clusters of `split` CTAs of this kernel the device holds at once, or a negative error.
-template <int NX, bool PROT, bool REPL, int TR>
+template <int NX, bool PROT, bool REPL>
 int max_clusters(int stages, int split) {
-  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false, REPL, TR>;
-  const size_t smem = smem_bytes<NX, PROT, REPL, TR>(stages, split);
+  constexpr auto kern = &gemm_thin_kernel<__nv_bfloat16, NX, PROT, false, REPL>;
+  const size_t smem = smem_bytes<NX, PROT, REPL>(stages, split);
   if (cudaError_t e = sm90::allow_smem<kern>(smem)) return -(int)e;
-  return sm90::max_active_clusters(kern, Cfg<NX, PROT, REPL, TR>::THREADS, smem, split);
+  return sm90::max_active_clusters(kern, THREADS, smem, split);
 }
 template <typename T, int NX>
 int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  return with_rows<NX>(a->bn, [&](auto rows) {
-    constexpr int TR = decltype(rows)::value;
-    return with_variant<NX>(a->protect, [&](auto prot, auto repl) {
-      constexpr bool P = decltype(prot)::value, R = decltype(repl)::value;
-      if constexpr (!P) return launch<T, NX, false, false, false, TR>(a, tw, tx, tc);
-      else return a->n_inj ? launch<T, NX, true, true, R, TR>(a, tw, tx, tc) : launch<T, NX, true, false, R, TR>(a, tw, tx, tc);
-    });
+  return with_variant<NX>(a->protect, [&](auto prot, auto repl) {
+    constexpr bool P = decltype(prot)::value, R = decltype(repl)::value;
+    if constexpr (!P) return launch<T, NX, false, false, false>(a, tw, tx, tc);
+    else return a->n_inj ? launch<T, NX, true, true, R>(a, tw, tx, tc) : launch<T, NX, true, false, R>(a, tw, tx, tc);
   });
 }
 template <typename T>
@@ -904,8 +879,7 @@ int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const 
 }  // namespace thin
 }  // namespace ftg
 
-// Args.mtile: x's rows padded (32, 64, 128, >= M); bn: rows of W a tile (0 or 128; 64 where
-// thin::rows_supported); split: CTAs per cluster along K (1-4);
+// Args.mtile: x's rows padded (32, 64, 128, >= M); split: CTAs per cluster along K (1-4);
 // stages: ring depth; protect: 0, 1 or 2 (replicas where the padding allows: thin::replica_of);
 // protected calls need ws (8 bytes, zero) and, unless replica-checked
 // (ft_gemm_thin_replica_checked), wrow, xsum ([batch, 8, K]) and xstat.
@@ -914,11 +888,10 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
   const int nx = a->mtile;
   if (a->K % 8 || a->M < 1 || a->M > nx || (nx != 32 && nx != 64 && nx != 128) || a->N < 1 || a->batch < 1 ||
       a->split < 1 || a->split > 4 || a->stages < 2 || a->stages > thin::MAX_STAGES || a->protect < 0 ||
-      a->protect > 2 || (a->protect && !thin::replica_of(nx, a->protect) && (!a->wrow || !a->xsum || !a->xstat)) ||
-      !thin::rows_supported(a->bn, nx))
+      a->protect > 2 || (a->protect && !thin::replica_of(nx, a->protect) && (!a->wrow || !a->xsum || !a->xstat)))
     return FTG_ERR_ARGS;
   CUtensorMap tw, tx, tc;
-  if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, a->bn == 64 ? 64 : thin::BW) ||
+  if (!make_tmap(&tw, a->w, a->batch, a->N, a->K, a->w_rstride, a->w_bstride, thin::BW) ||
       !make_tmap(&tx, a->x, a->batch, a->M, a->K, a->x_rstride, a->x_bstride, thin::x_box_rows(a->M, nx)))
     return FTG_ERR_TMAP;
   if (a->protect && !thin::replica_of(nx, a->protect)) {  // the pass's checksum rows (a replica of x: tx)
@@ -933,16 +906,12 @@ extern "C" int ft_gemm_thin(const ftg::Args* a) {
 // (then the host passes no x-side buffer and no W row statistics).
 extern "C" int ft_gemm_thin_replica_checked(int nx, int protect) { return ftg::thin::replica_of(nx, protect) ? 1 : 0; }
 
-// Shared memory of a thin-kernel launch (the host's choice of ring depth); protect and bn (the tile's
-// rows) as in Args.
-extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split, int bn) {
+// Shared memory of a thin-kernel launch (the host's choice of ring depth); protect as in Args.
+extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
   auto smem = [&](auto nxc) -> long long {
-    return with_rows<decltype(nxc)::value>(bn, [&](auto rows) {
-      return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) -> long long {
-        return (long long)smem_bytes<decltype(nxc)::value, decltype(p)::value, decltype(r)::value,
-                                     decltype(rows)::value>(stages, split);
-      });
+    return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) -> long long {
+      return (long long)smem_bytes<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
     });
   };
   if (nx == 32) return smem(std::integral_constant<int, 32>{});
@@ -951,16 +920,13 @@ extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int spli
 }
 
 // Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice
-// of split: a wave of clusters is this many; bn as in Args), or a negative CUDA error.
-extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int split, int bn) {
+// of split: a wave of clusters is this many), or a negative CUDA error.
+extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
   if (split < 1 || split > 4 || stages < 2 || stages > MAX_STAGES) return -1;
   auto clusters = [&](auto nxc) {
-    return with_rows<decltype(nxc)::value>(bn, [&](auto rows) {
-      return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) {
-        return max_clusters<decltype(nxc)::value, decltype(p)::value, decltype(r)::value, decltype(rows)::value>(
-            stages, split);
-      });
+    return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) {
+      return max_clusters<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
     });
   };
   if (nx == 32) return clusters(std::integral_constant<int, 32>{});

@@ -196,8 +196,8 @@ def lib():
                 handle.ft_gemm_global_split_bytes.restype = ctypes.c_longlong
                 handle.ft_gemm_global_split_bytes.argtypes = [ctypes.c_longlong, ctypes.c_longlong]
                 handle.ft_gemm_thin_smem.restype = ctypes.c_longlong
-                handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 5
-                handle.ft_gemm_thin_max_clusters.argtypes = [ctypes.c_int] * 5
+                handle.ft_gemm_thin_smem.argtypes = [ctypes.c_int] * 4
+                handle.ft_gemm_thin_max_clusters.argtypes = [ctypes.c_int] * 4
                 handle.ft_gemm_thin_replica_checked.argtypes = [ctypes.c_int] * 2
                 handle.ft_gemm_stream_max_clusters.argtypes = [ctypes.c_int] * 3
                 handle.ft_gemm_global_ws_extrema_offset.restype = ctypes.c_longlong
@@ -617,10 +617,6 @@ def thread_kernel(m: int, n: int, k: int, wb: int, num_sms: int, kernel: Optiona
 THIN_ROWS = (32, 64, 128)  # x's rows padded: the thin kernel's wgmma N (+ 8 checksum columns)
 THIN_MAX_ROWS = THIN_ROWS[-1]
 THIN_BW = 128  # rows of W per CTA
-# Up to this many rows of x, 64-row tiles where 128-row ones leave SMs idle (thin_rows; session 70).
-THIN_HALF_MAX_ROWS = 32
-# A 64-row-tile CTA's shared memory at most: two share an SM (228 KB, 1 KB of it reserved a CTA).
-THIN_HALF_SMEM = 113 << 10
 # auto: the thin kernel from this weight size on (see thread_kernel): run 43f, protected, us, thin /
 # the kernel auto took before: 64x4096^2 24.9 / 26.7, 64x14336x4096 48.4 / 64.7, 128x11008x4096
 # 43.1 / 104.9, 32x11008x4096 37.5 / 41.5; GPT-2 sizes (W <= 5 MB) at M <= 64 13-19 / 6-16.
@@ -666,49 +662,28 @@ def thin_protect(m: int, n: int, protect: bool) -> int:
     return 0 if not protect else 2 if gemm.thin_replica(m, n) else 1
 
 
-def thin_rows(m: int, n: int, wb: int, num_sms: int) -> int:
-    """Rows of W a thin-kernel tile holds (Args.bn): 64 at up to THIN_HALF_MAX_ROWS rows of x
-    (padded to 32; protected, its one consumer warpgroup computes the replica itself) where 128-row
-    tiles fill THIN_FEW_ROWS_SM_SHARE of the SMs or more but not all (the decode calls on large
-    weights, run at split 1: 64-row ones then fit one wave at two CTAs an SM); else 128 (fewer
-    tiles take a K split instead)."""
-    tiles = wb * math.ceil(n / THIN_BW)
-    half = m <= THIN_HALF_MAX_ROWS and THIN_FEW_ROWS_SM_SHARE * num_sms <= tiles < num_sms
-    return 64 if half else THIN_BW
-
-
 def thin_config(m: int, n: int, k: int, wb: int, num_sms: int, protect: bool = True,
                 split: Optional[int] = None, stages: Optional[int] = None,
                 clusters: Optional[Tuple[int, ...]] = None, device: int = 0,
-                nx: Optional[int] = None, rows: Optional[int] = None) -> Tuple[int, int, int]:
+                nx: Optional[int] = None) -> Tuple[int, int, int]:
     """(nx, split, stages) of the thin kernel: x's rows padded to nx (default the least of THIN_ROWS
     that holds them; benchmarks may pass a wider one); K split over a cluster of
     `split` CTAs (1-4), the one `thin_time_us` finds fastest (the smallest among equals), each CTA
     keeping >= THIN_MIN_KSTEPS k-steps; the deepest ring (`_thin_stages`) that fits shared memory.
     A wave holds clusters[split - 1] clusters (default: as many as CUDA device `device` holds,
-    `thin_clusters`). With 64-row tiles (rows, default `thin_rows`) no K split and the deepest ring
-    that lets two CTAs share an SM."""
+    `thin_clusters`)."""
     # (cached per protect mode: the replica's stage is smaller than the checksum rows')
-    rows = rows or thin_rows(m, n, wb, num_sms)
-    return _thin_config(m, n, k, wb, num_sms, thin_protect(m, n, protect), split, stages, clusters, device, nx,
-                        rows)
+    return _thin_config(m, n, k, wb, num_sms, thin_protect(m, n, protect), split, stages, clusters, device, nx)
 
 
 @functools.lru_cache(maxsize=4096)
 def _thin_config(m: int, n: int, k: int, wb: int, num_sms: int, mode: int, split: Optional[int],
                  stages: Optional[int], clusters: Optional[Tuple[int, ...]], device: int,
-                 nx: Optional[int], rows: int = 128) -> Tuple[int, int, int]:
+                 nx: Optional[int]) -> Tuple[int, int, int]:
     if nx is None:
         nx = next(r for r in THIN_ROWS if m <= r)
     elif nx not in THIN_ROWS or nx < m:
         raise ValueError(f"ftcompile: the thin kernel pads x's {m} rows to one of {THIN_ROWS}, not {nx}")
-    if rows == 64:  # (thin_gemm.cu rows_supported)
-        if nx != 32:
-            raise ValueError(f"ftcompile: 64-row thin tiles take x padded to 32 rows (x's {m} rows padded to {nx})")
-        split = split or 1
-        return nx, split, stages or _thin_stages(nx, mode, split, rows)
-    elif rows != THIN_BW:
-        raise ValueError(f"ftcompile: thin tiles of {rows} rows of W (64 or {THIN_BW})")
     tiles = math.ceil(n / THIN_BW) * wb
     nk = math.ceil(k / K_TILE)
     if split is None:
@@ -727,11 +702,11 @@ def _thin_config(m: int, n: int, k: int, wb: int, num_sms: int, mode: int, split
 THIN_MAX_STAGES = 12
 
 
-def _thin_stages(nx: int, protect: int, split: int, rows: int = 128) -> int:
+def _thin_stages(nx: int, protect: int, split: int) -> int:
     """The thin kernel's deepest ring (<= THIN_MAX_STAGES) that fits shared memory at this split
-    (protect: Args.protect, `thin_protect`); with 64-row tiles, half an SM's (two CTAs an SM)."""
-    stages, cap = THIN_MAX_STAGES, SMEM_MAX if rows == THIN_BW else THIN_HALF_SMEM
-    while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split, rows) > cap:
+    (protect: Args.protect, `thin_protect`)."""
+    stages = THIN_MAX_STAGES
+    while stages > 2 and lib().ft_gemm_thin_smem(nx, int(protect), stages, split) > SMEM_MAX:
         stages -= 1
     return stages
 
@@ -743,7 +718,7 @@ def thin_clusters(nx: int, protect: int, split: int, num_sms: int, device: int =
     fewer SMs than 132 / 4 would suggest. Asked of the CUDA runtime; num_sms // split if it cannot
     answer."""
     with torch.cuda.device(device):
-        n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split, THIN_BW)
+        n = lib().ft_gemm_thin_max_clusters(nx, int(protect), _thin_stages(nx, protect, split), split)
     return min(n, num_sms // split) if n > 0 else num_sms // split
 
 
@@ -968,9 +943,7 @@ def kernel_note(scheme: str, m: int, n: int, k: int, wb: int, num_sms: int,
     if scheme == "thread":
         kind = thread_kernel(m, n, k, wb, num_sms)
         replica = gemm.thin_replica(m, n) if kind == "thin" else kind == "stream" and m <= gemm.STREAM_REPLICA_ROWS
-        half = kind == "thin" and thin_rows(m, n, wb, num_sms) == 64
-        return (f"kernel: {THREAD_KERNEL_NAMES[kind]}" + (" (64-row tiles)" if half else "")
-                + (", each element checked against a replica" if replica else ""))
+        return f"kernel: {THREAD_KERNEL_NAMES[kind]}" + (", each element checked against a replica" if replica else "")
     check, bn, split, split_from = global_plan(m, n, k, wb, num_sms, allowed, cluster=GLOBAL_CLUSTER)
     if split_from:
         tiles = global_tiles(m, n, wb, bn, GLOBAL_CLUSTER) // GLOBAL_CLUSTER
@@ -1008,9 +981,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     thread scheme's kernel (see THREAD_KERNEL); split, mtile, nbox, stages, wm tune the ring
     kernel, split, stages (1, or 2 for its rolling loop), warps (8, 16 per CTA), mtile (m16
     blocks of x per CTA: 1, or 2 with 8 warps) the streaming one, mtile (x's rows padded: 32, 64,
-    128) and bn (rows of W a tile: 128, or 64 at x padded to 32; default thin_rows) the thin one;
-    pdl (programmatic dependent launch; default PDL) the streaming and the global kernel; bn (256,
-    192, 128) the global kernel's
+    128) the thin one; pdl (programmatic dependent
+    launch; default PDL) the streaming and the global kernel; bn (256, 192, 128) the global kernel's
     tile width (default: global_tile's, with its split); check ("rows", "tiles", "auto"; default
     GLOBAL_CHECK) the global scheme's check (with "tiles", dbg is [rows, T_N, 3]). ``ldy`` (global
     scheme): y's rows that far apart, N rounded up to 16 bytes (ops/layout.py; default contiguous).
@@ -1103,9 +1075,8 @@ def run(scheme: str, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     if thin:
         a.w_static = int(site.static_weight)  # W may be read before the kernel's dependency wait
         a.protect = thin_protect(m, n, protect)  # (thin_config's own, once)
-        a.bn = bn or thin_rows(m, n, wb, a.num_sms)
         a.mtile, a.split, a.stages = _thin_config(m, n, k, wb, a.num_sms, a.protect, split, stages, None,
-                                                  dev.index or 0, mtile, a.bn)
+                                                  dev.index or 0, mtile)
         chains = a.split
         if protect and not _thin_replica_checked(lib(), a.mtile, a.protect):  # (replicas need neither)
             rows = _thin_row_stats(w3, site.static_weight)
