@@ -1,11 +1,12 @@
 """Does reading W in more, narrower row slabs stream it faster where 128-row tiles leave SMs idle?
 The thin kernel gives each CTA one 128-row tile of W and walks it along K (run 71c: 86 tiles of
 11008x4096 stream at ~3.3 TB/s, 100-132 tiles at ~3.6-3.8). This times Triton programs that do the
-same walk and only read (each program its slab of R rows, a [R, KB] block an iteration along K,
+same walk and only read (each program its slab of R rows, a [R, BK] block an iteration along K,
 summed), at R = 128 / 64 / 32 and at 132 even slabs (one a SM, rows split evenly), under the
 table's method (bench_gemm.graph_times: a CUDA graph over rotated sets, L2 flushed before each
-replay), beside torch's sum and cuBLAS's one-row GEMV. If 64-row slabs read 11008's W >= 2 us
-faster than 128-row ones, a 64-row-tile thin kernel is worth building for the decode calls.
+replay), beside torch's sum and cuBLAS's one-row GEMV. (Run 78b: 64-row slabs read 11008's W 2 us
+faster than 128-row ones; the 64-row-tile thin kernel built on it gained unprotected only, runs
+78d-e, NOTES.md session 70.)
 
     python benchmarks/slab_read_probe.py [--out DIR]
 """
