@@ -869,11 +869,16 @@ int dispatch_p(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, cons
     else return a->n_inj ? launch<T, NX, true, true, R>(a, tw, tx, tc) : launch<T, NX, true, false, R>(a, tw, tx, tc);
   });
 }
+// f(NX) as std::integral_constant for x padded to nx rows (32, 64, else 128).
+template <typename F>
+auto with_padding(int nx, F f) {
+  if (nx == 32) return f(std::integral_constant<int, 32>{});
+  if (nx == 64) return f(std::integral_constant<int, 64>{});
+  return f(std::integral_constant<int, 128>{});
+}
 template <typename T>
 int dispatch(const Args* a, const CUtensorMap& tw, const CUtensorMap& tx, const CUtensorMap& tc) {
-  if (a->mtile == 32) return dispatch_p<T, 32>(a, tw, tx, tc);
-  if (a->mtile == 64) return dispatch_p<T, 64>(a, tw, tx, tc);
-  return dispatch_p<T, 128>(a, tw, tx, tc);
+  return with_padding(a->mtile, [&](auto nxc) { return dispatch_p<T, decltype(nxc)::value>(a, tw, tx, tc); });
 }
 
 }  // namespace thin
@@ -909,14 +914,11 @@ extern "C" int ft_gemm_thin_replica_checked(int nx, int protect) { return ftg::t
 // Shared memory of a thin-kernel launch (the host's choice of ring depth); protect as in Args.
 extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
-  auto smem = [&](auto nxc) -> long long {
+  return with_padding(nx, [&](auto nxc) -> long long {
     return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) -> long long {
       return (long long)smem_bytes<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
     });
-  };
-  if (nx == 32) return smem(std::integral_constant<int, 32>{});
-  if (nx == 64) return smem(std::integral_constant<int, 64>{});
-  return smem(std::integral_constant<int, 128>{});
+  });
 }
 
 // Clusters of `split` thin-kernel CTAs resident at once on the current device (the host's choice
@@ -924,14 +926,11 @@ extern "C" long long ft_gemm_thin_smem(int nx, int protect, int stages, int spli
 extern "C" int ft_gemm_thin_max_clusters(int nx, int protect, int stages, int split) {
   using namespace ftg::thin;
   if (split < 1 || split > 4 || stages < 2 || stages > MAX_STAGES) return -1;
-  auto clusters = [&](auto nxc) {
+  return with_padding(nx, [&](auto nxc) {
     return with_variant<decltype(nxc)::value>(protect, [&](auto p, auto r) {
       return max_clusters<decltype(nxc)::value, decltype(p)::value, decltype(r)::value>(stages, split);
     });
-  };
-  if (nx == 32) return clusters(std::integral_constant<int, 32>{});
-  if (nx == 64) return clusters(std::integral_constant<int, 64>{});
-  return clusters(std::integral_constant<int, 128>{});
+  });
 }
 
 #ifdef PHASE_STAMPS

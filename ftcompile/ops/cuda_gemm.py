@@ -33,9 +33,10 @@ injection draws). What differs, and why (benchmarks/NOTES_gemm.md):
   * thread, thin kernel: one-sided on x, as :func:`ftcompile.abft.gemm.linear_thin` (each column
     of y checked over the call's rows) instead of the strided groups of the other two kernels;
     a fault spec with count > 1 puts its faults in one row, so in separate checks there. Where
-    :func:`ftcompile.abft.gemm.thin_replica` says so (up to ``gemm.THIN_REPLICA_ROWS`` rows) each
-    element is checked against a replica instead (any number of faults in a column corrected; no
-    V-ABFT threshold: the copies agree bit for bit).
+    :func:`ftcompile.abft.gemm.thin_replica` says so (up to ``gemm.THIN_REPLICA_ROWS`` rows, and up
+    to ``gemm.THIN_REPLICA_WIDE_ROWS`` on narrow weights) each element is checked against a
+    replica instead (any number of faults in a column corrected; no V-ABFT threshold: the copies
+    agree bit for bit).
   * thread, streaming kernel, up to ``gemm.STREAM_REPLICA_ROWS`` rows: each element against a
     replica (x's rows again in rows 8-15 of the m16 block), as :func:`ftcompile.abft.gemm.linear_stream`:
     the strided groups, but any number of faults in a group corrected, no V-ABFT threshold.
@@ -657,8 +658,8 @@ def thin_time_us(nx: int, k: int, tiles: int, split: int, clusters: int, protect
 
 def thin_protect(m: int, n: int, protect: bool) -> int:
     """Args.protect of a thin-kernel call: 0 off, 1 on, 2 on with replicas where x's padding allows
-    them (gemm.thin_replica: at 33-64 rows only in a library built with FTG_THIN_REPLICA_NX=64,
-    thin_gemm.cu's replica_of)."""
+    them (gemm.thin_replica; at 33-64 rows the library must be built with FTG_THIN_REPLICA_NX=64,
+    the default: thin_gemm.cu's replica_of)."""
     return 0 if not protect else 2 if gemm.thin_replica(m, n) else 1
 
 
